@@ -1,0 +1,1 @@
+"""timestep_embed: sinusoidal timestep embeddings for diffusion models."""
