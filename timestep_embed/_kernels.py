@@ -1,0 +1,189 @@
+"""The compute paths behind :func:`timestep_embed.sinusoidal_embedding` (private).
+
+A :class:`Plan` holds everything about a call that does not depend on the timesteps (validated
+once and cached), so a call costs a handful of torch operations:
+
+* small outputs: ``outer`` -> ``sin``, ``cos`` -> one ``cat``/``stack`` (fewest Python calls);
+* large outputs: ``sin``/``cos`` written straight into their final columns (no copies);
+* integer timesteps in [0, rows): a gather from a cached table of those rows, built by the
+  same kernels, so the values are bit-identical to the direct path;
+* ``precise``: float64 phases; large outputs reduce modulo 2*pi in float64 and correct a
+  float32 sin/cos to first order, which is float32-fast and float64-accurate.
+
+The float32 phase is formed with exactly diffusers' operations (float32 frequencies from
+``exp(-ln(max_period) * arange(h) / (h - shift))``, ``t.float() * w``, then ``* scale``), and
+torch's sin/cos are elementwise and position-independent, so every path gives diffusers' bits.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .conventions import Convention
+from .validation import check_dim, check_dtype
+
+# Below this many output elements, three calls and one concatenation beat writing into views
+# of a preallocated output; above it, writing in place saves a full copy of the output.
+SMALL_OUTPUT = 1 << 15
+# float64 sin/cos cost ~2.5x float32 per value; past this size the reduced float32 path wins.
+PRECISE_SMALL_OUTPUT = 1 << 12
+# Integer timesteps use a cached table when the table would hold at most this many values.
+TABLE_MAX_ELEMENTS = 1 << 21
+_TWO_PI = 2.0 * math.pi
+
+
+def float32_frequencies(half: int, freq_shift: float, max_period: float, device) -> torch.Tensor:
+    """diffusers' float32 frequencies, operation for operation (so the bits match)."""
+    exponent = -math.log(max_period) * torch.arange(0, half, dtype=torch.float32, device=device)
+    exponent = exponent / (half - freq_shift)
+    return torch.exp(exponent)
+
+
+def float64_frequencies(half: int, freq_shift: float, max_period: float) -> np.ndarray:
+    """Float64 ``w_k = max_period ** (-k / (h - freq_shift))``, shape [h]."""
+    k = np.arange(half, dtype=np.float64)
+    return np.exp(-math.log(max_period) * k / (half - freq_shift))
+
+
+class Plan:
+    """Validated options of one (dim, convention, dtype, precise) with per-device caches."""
+
+    def __init__(self, dim: int, conv: Convention, dtype: torch.dtype, precise: bool):
+        check_dim(dim, conv.freq_shift)
+        check_dtype(dtype)
+        self.dim, self.conv, self.dtype = dim, conv, dtype
+        self.half = dim // 2
+        self.precise = bool(precise) or dtype == torch.float64
+        self.scale = float(conv.scale)
+        self.cos_first = conv.first == "cos"
+        self.interleaved = conv.layout == "interleaved"
+        self.pad = dim % 2 == 1
+        self.max_table_rows = TABLE_MAX_ELEMENTS // max(dim, 1)
+        self._freqs: dict[torch.device, torch.Tensor] = {}
+        self._tables: dict[torch.device, torch.Tensor] = {}
+
+    def freqs(self, device: torch.device) -> torch.Tensor:
+        freqs = self._freqs.get(device)
+        if freqs is None:
+            shift, period = float(self.conv.freq_shift), float(self.conv.max_period)
+            if self.precise:
+                freqs = torch.from_numpy(float64_frequencies(self.half, shift, period)).to(device)
+            else:
+                freqs = float32_frequencies(self.half, shift, period, device)
+            self._freqs[device] = freqs
+        return freqs
+
+    def table(self, device: torch.device, rows: int) -> torch.Tensor:
+        """Embeddings of the integers 0 .. >= rows-1, grown in powers of two (>= 1024 rows)."""
+        table = self._tables.get(device)
+        if table is None or table.shape[0] < rows:
+            size = min(max(1024, 1 << (rows - 1).bit_length()), self.max_table_rows)
+            table = embed(torch.arange(size, device=device), self, use_table=False)
+            self._tables[device] = table
+        return table
+
+
+def embed(t: torch.Tensor, plan: Plan, use_table: bool = True) -> torch.Tensor:
+    """Embed a validated 1-D timestep tensor [N] into [N, dim] of ``plan.dtype``."""
+    n = t.shape[0]
+    if use_table and not plan.precise:
+        emb = _from_table(t, plan)
+        if emb is not None:
+            return emb
+    if n > 1 and n * plan.dim > SMALL_OUTPUT and bool((t == t[0]).all()):
+        # One timestep for the whole batch (every sampling step): compute one row.
+        return embed(t[:1], plan, use_table).expand(n, plan.dim).contiguous()
+    freqs = plan.freqs(t.device)
+    args = torch.outer(t.double() if plan.precise else t.float(), freqs)
+    if plan.scale != 1.0:  # diffusers multiplies after the product; x * 1 is exact, so skip it
+        args = args * plan.scale
+    if plan.precise and plan.dtype != torch.float64:
+        emb = _precise_float32(args, plan)
+    elif n * plan.dim <= SMALL_OUTPUT:
+        emb = _small(args, plan)
+    else:
+        emb = torch.empty(n, plan.dim, dtype=args.dtype, device=t.device)
+        _write_into(emb, args, plan)
+    return emb if emb.dtype == plan.dtype else emb.to(plan.dtype)
+
+
+def _from_table(t: torch.Tensor, plan: Plan) -> torch.Tensor | None:
+    """Rows of the cached table when every timestep is an integer (of any dtype) in its range.
+
+    Integer-valued floats qualify too: their phase ``float32(k) * w`` is the table row's phase.
+    Returns None when ``t`` leaves the table's range or holds a fractional value.
+    """
+    n = t.shape[0]
+    if n == 0:
+        return None
+    floating = t.dtype.is_floating_point
+    if n <= 64 and t.device.type == "cpu":
+        values = t.tolist()
+        if floating and not all(v.is_integer() for v in values):
+            return None
+        low, high = min(values), max(values)
+    else:
+        if floating and not bool((t == torch.round(t)).all()):
+            return None
+        low, high = (float(v) for v in torch.aminmax(t))
+    if low < 0 or high >= plan.max_table_rows:
+        return None
+    index = t.long() if floating else t
+    return torch.index_select(plan.table(t.device, int(high) + 1), 0, index)
+
+
+def _small(args: torch.Tensor, plan: Plan) -> torch.Tensor:
+    a, b = torch.sin(args), torch.cos(args)
+    if plan.cos_first:
+        a, b = b, a
+    if plan.interleaved:
+        emb = torch.stack((a, b), dim=-1).flatten(1)
+    else:
+        emb = torch.cat((a, b), dim=1)
+    return torch.nn.functional.pad(emb, (0, 1)) if plan.pad else emb
+
+
+def _columns(out: torch.Tensor, plan: Plan) -> tuple[torch.Tensor, torch.Tensor]:
+    """Views of ``out`` [N, dim] that hold the sin and the cos values, per the layout."""
+    half = plan.half
+    if plan.interleaved:
+        pairs = out[:, : 2 * half].unflatten(1, (half, 2))
+        first, second = pairs[:, :, 0], pairs[:, :, 1]
+    else:
+        first, second = out[:, :half], out[:, half: 2 * half]
+    return (second, first) if plan.cos_first else (first, second)
+
+
+def _write_into(out: torch.Tensor, args: torch.Tensor, plan: Plan) -> None:
+    sin_cols, cos_cols = _columns(out, plan)
+    torch.sin(args, out=sin_cols)
+    torch.cos(args, out=cos_cols)
+    if plan.pad:
+        out[:, -1] = 0
+
+
+def _precise_float32(args64: torch.Tensor, plan: Plan) -> torch.Tensor:
+    """sin/cos of float64 phases [N, h] into float32 [N, dim], error <= ~1e-7.
+
+    Small outputs evaluate in float64 and round once. Large ones reduce the phase to [-pi, pi] in
+    float64, split it into float32 ``hi + lo`` and use ``sin(hi + lo) = sin(hi) + cos(hi) * lo``
+    (the dropped term, lo**2 / 2, is below 1e-14).
+    """
+    out = torch.empty(args64.shape[0], plan.dim, dtype=torch.float32, device=args64.device)
+    if args64.shape[0] * plan.dim <= PRECISE_SMALL_OUTPUT:
+        _write_into(out, args64, plan)
+        return out
+    turns = torch.mul(args64, 1.0 / _TWO_PI).round_()
+    reduced = args64.sub_(turns, alpha=_TWO_PI)  # in [-pi, pi], float64
+    hi = reduced.float()
+    lo = reduced.sub_(turns.copy_(hi)).float()  # the float32 rounding error of hi
+    sin_hi, cos_hi = torch.sin(hi), torch.cos(hi)
+    sin_cols, cos_cols = _columns(out, plan)
+    torch.addcmul(sin_hi, cos_hi, lo, out=sin_cols)
+    torch.addcmul(cos_hi, sin_hi, lo, value=-1, out=cos_cols)
+    if plan.pad:
+        out[:, -1] = 0
+    return out
