@@ -71,10 +71,16 @@ def measure_cell(n: int, dim: int, kind: str, budget_s: float) -> dict:
             out = contenders[name]()
             errors[name] = float(np.abs(out[rows].double().numpy() - reference).max())
     exact = bool(torch.equal(contenders["ours"](), contenders["diffusers"]()))
-    return {"N": n, "dim": dim, "kind": kind, "us": {k: v * 1e6 for k, v in times.items()},
-            "vs_diffusers": {k: v / times["diffusers"] for k, v in times.items()},
-            "vs_sin_floor": {k: v / times["sin_floor"] for k, v in times.items()},
-            "max_abs_error": errors, "ours_equals_diffusers": exact}
+    return {
+        "N": n,
+        "dim": dim,
+        "kind": kind,
+        "us": {k: v * 1e6 for k, v in times.items()},
+        "vs_diffusers": {k: v / times["diffusers"] for k, v in times.items()},
+        "vs_sin_floor": {k: v / times["sin_floor"] for k, v in times.items()},
+        "max_abs_error": errors,
+        "ours_equals_diffusers": exact,
+    }
 
 
 def accuracy_rows() -> list[dict]:
@@ -96,18 +102,29 @@ def accuracy_rows() -> list[dict]:
 
 
 def to_markdown(cells: list[dict], accuracy: list[dict], header: str) -> str:
-    lines = [header, "", "| N | dim | t | diffusers us | ours | table | precise | sin floor | ours / floor "
-             "| err diffusers | err ours | err precise | ours == diffusers |",
-             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        header,
+        "",
+        "| N | dim | t | diffusers us | ours | table | precise | sin floor | ours / floor "
+        "| err diffusers | err ours | err precise | ours == diffusers |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for c in cells:
         r = c["vs_diffusers"]
         table = f"{r['table']:.2f}x" if "table" in r else "-"
         e = c["max_abs_error"]
-        lines.append(f"| {c['N']} | {c['dim']} | {c['kind']} | {c['us']['diffusers']:.1f} | {r['ours']:.2f}x | {table} "
-                     f"| {r['precise']:.2f}x | {r['sin_floor']:.2f}x | {c['vs_sin_floor']['ours']:.2f}x "
-                     f"| {e['diffusers']:.1e} | {e['ours']:.1e} | {e['precise']:.1e} | {c['ours_equals_diffusers']} |")
-    lines += ["", "Max abs error against float64 (float32 timesteps uniform in [0, t_max), N=4096, dim=320):", "",
-              "| t_max | diffusers | ours (compatible) | ours precise |", "|---:|---:|---:|---:|"]
+        lines.append(
+            f"| {c['N']} | {c['dim']} | {c['kind']} | {c['us']['diffusers']:.1f} | {r['ours']:.2f}x | {table} "
+            f"| {r['precise']:.2f}x | {r['sin_floor']:.2f}x | {c['vs_sin_floor']['ours']:.2f}x "
+            f"| {e['diffusers']:.1e} | {e['ours']:.1e} | {e['precise']:.1e} | {c['ours_equals_diffusers']} |"
+        )
+    lines += [
+        "",
+        "Max abs error against float64 (float32 timesteps uniform in [0, t_max), N=4096, dim=320):",
+        "",
+        "| t_max | diffusers | ours (compatible) | ours precise |",
+        "|---:|---:|---:|---:|",
+    ]
     for a in accuracy:
         lines.append(f"| {a['t_max']:.0e} | {a['diffusers']:.1e} | {a['ours']:.1e} | {a['precise']:.1e} |")
     return "\n".join(lines) + "\n"
@@ -140,16 +157,21 @@ def main(argv=None) -> int:
                 cell = measure_cell(n, dim, kind, args.budget)
                 cells.append(cell)
                 r = cell["vs_diffusers"]
-                print(f"N={n:6d} dim={dim:5d} {kind:5s} diffusers {cell['us']['diffusers']:10.1f} us | ours "
-                      f"{r['ours']:.2f}x  table {r.get('table', float('nan')):.2f}x  precise {r['precise']:.2f}x  "
-                      f"sin floor {r['sin_floor']:.2f}x | equal {cell['ours_equals_diffusers']}", flush=True)
+                print(
+                    f"N={n:6d} dim={dim:5d} {kind:5s} diffusers {cell['us']['diffusers']:10.1f} us | ours "
+                    f"{r['ours']:.2f}x  table {r.get('table', float('nan')):.2f}x  precise {r['precise']:.2f}x  "
+                    f"sin floor {r['sin_floor']:.2f}x | equal {cell['ours_equals_diffusers']}",
+                    flush=True,
+                )
     accuracy = accuracy_rows()
     import diffusers
 
-    header = (f"Measured by `python scripts/bench_embedding.py{' --quick' if args.quick else ''}` on "
-              f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-              f"diffusers {diffusers.__version__}, {args.threads} thread(s). Ratios are median times over "
-              "interleaved rounds divided by diffusers' median in the same run (lower is faster).")
+    header = (
+        f"Measured by `python scripts/bench_embedding.py{' --quick' if args.quick else ''}` on "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+        f"diffusers {diffusers.__version__}, {args.threads} thread(s). Ratios are median times over "
+        "interleaved rounds divided by diffusers' median in the same run (lower is faster)."
+    )
     markdown = to_markdown(cells, accuracy, header)
     targets = check_targets(cells)
     markdown += "\nTargets:\n\n" + "\n".join(f"- {t}" for t in targets) + "\n"
@@ -157,8 +179,10 @@ def main(argv=None) -> int:
     print(markdown)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    for suffix, text in ((".md", markdown), (".json", json.dumps({"cells": cells, "accuracy": accuracy,
-                                                                  "targets": targets}, indent=1))):
+    for suffix, text in (
+        (".md", markdown),
+        (".json", json.dumps({"cells": cells, "accuracy": accuracy, "targets": targets}, indent=1)),
+    ):
         tmp = out.with_suffix(suffix + ".tmp")
         tmp.write_text(text)
         os.replace(tmp, out.with_suffix(suffix))

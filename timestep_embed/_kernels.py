@@ -153,7 +153,7 @@ def _columns(out: torch.Tensor, plan: Plan) -> tuple[torch.Tensor, torch.Tensor]
         pairs = out[:, : 2 * half].unflatten(1, (half, 2))
         first, second = pairs[:, :, 0], pairs[:, :, 1]
     else:
-        first, second = out[:, :half], out[:, half: 2 * half]
+        first, second = out[:, :half], out[:, half : 2 * half]
     return (second, first) if plan.cos_first else (first, second)
 
 

@@ -123,22 +123,33 @@ def resolve_convention(convention: str | Convention | None = None, **overrides) 
     return replace(base, **changes) if changes else base
 
 
-def convention_from_diffusers(flip_sin_to_cos: bool = False, downscale_freq_shift: float = 1,
-                              scale: float = 1, max_period: float = 10000) -> Convention:
+def convention_from_diffusers(
+    flip_sin_to_cos: bool = False, downscale_freq_shift: float = 1, scale: float = 1, max_period: float = 10000
+) -> Convention:
     """The Convention that diffusers' ``get_timestep_embedding`` flags describe."""
-    return Convention(layout="concat", first="cos" if flip_sin_to_cos else "sin",
-                      freq_shift=float(downscale_freq_shift), max_period=float(max_period),
-                      scale=float(scale))
+    return Convention(
+        layout="concat",
+        first="cos" if flip_sin_to_cos else "sin",
+        freq_shift=float(downscale_freq_shift),
+        max_period=float(max_period),
+        scale=float(scale),
+    )
 
 
 def convention_to_diffusers(convention: str | Convention) -> dict:
     """diffusers' flags for a Convention; raises for layouts diffusers cannot express."""
     conv = resolve_convention(convention)
     if conv.layout != "concat":
-        raise ValueError(f"diffusers only has the concatenated layout; {conv} is {conv.layout!r}. "
-                         "Use layout_permutation() to map its columns onto a concat convention.")
-    return {"flip_sin_to_cos": conv.first == "cos", "downscale_freq_shift": conv.freq_shift,
-            "scale": conv.scale, "max_period": conv.max_period}
+        raise ValueError(
+            f"diffusers only has the concatenated layout; {conv} is {conv.layout!r}. "
+            "Use layout_permutation() to map its columns onto a concat convention."
+        )
+    return {
+        "flip_sin_to_cos": conv.first == "cos",
+        "downscale_freq_shift": conv.freq_shift,
+        "scale": conv.scale,
+        "max_period": conv.max_period,
+    }
 
 
 def layout_permutation(source: str | Convention, target: str | Convention, dim: int) -> np.ndarray:
@@ -151,10 +162,15 @@ def layout_permutation(source: str | Convention, target: str | Convention, dim: 
     """
     src, dst = resolve_convention(source), resolve_convention(target)
     if not src.same_grid(dst):
-        diffs = [f"{n}: {getattr(src, n)} vs {getattr(dst, n)}" for n in ("freq_shift", "max_period", "scale")
-                 if getattr(src, n) != getattr(dst, n)]
-        raise ValueError("no column permutation maps these conventions onto each other: their "
-                         f"frequency grids differ ({'; '.join(diffs)}), so the values themselves differ")
+        diffs = [
+            f"{n}: {getattr(src, n)} vs {getattr(dst, n)}"
+            for n in ("freq_shift", "max_period", "scale")
+            if getattr(src, n) != getattr(dst, n)
+        ]
+        raise ValueError(
+            "no column permutation maps these conventions onto each other: their "
+            f"frequency grids differ ({'; '.join(diffs)}), so the values themselves differ"
+        )
     perm = np.arange(dim)  # an odd dim's zero column stays last
     for k in range(dim // 2):
         for function in FIRSTS:

@@ -51,8 +51,14 @@ def frequencies_np(dim: int, freq_shift: float = 0.0, max_period: float = 10000.
     return float64_frequencies(dim // 2, freq_shift, max_period)
 
 
-def frequencies(dim: int, freq_shift: float = 0.0, max_period: float = 10000.0, *,
-                device: torch.device | str | None = None, precise: bool = False) -> torch.Tensor:
+def frequencies(
+    dim: int,
+    freq_shift: float = 0.0,
+    max_period: float = 10000.0,
+    *,
+    device: torch.device | str | None = None,
+    precise: bool = False,
+) -> torch.Tensor:
     """Frequencies ``w_k``, shape [dim // 2]: float32 computed as diffusers does, or float64."""
     check_dim(dim, freq_shift)
     if precise:
@@ -65,8 +71,9 @@ def frequencies(dim: int, freq_shift: float = 0.0, max_period: float = 10000.0, 
 # --------------------------------------------------------------------------------------------
 @lru_cache(maxsize=1024)
 def _plan(dim, convention, layout, first, freq_shift, max_period, scale, dtype, precise) -> Plan:
-    conv = resolve_convention(convention, layout=layout, first=first, freq_shift=freq_shift,
-                              max_period=max_period, scale=scale)
+    conv = resolve_convention(
+        convention, layout=layout, first=first, freq_shift=freq_shift, max_period=max_period, scale=scale
+    )
     return Plan(dim, conv, dtype, precise)
 
 
@@ -121,8 +128,7 @@ def sinusoidal_embedding(
     return embed(t.reshape(-1), plan).reshape(*t.shape, dim)
 
 
-def sinusoidal_embedding_np(timesteps, dim: int, convention: str | Convention | None = None,
-                            **options) -> np.ndarray:
+def sinusoidal_embedding_np(timesteps, dim: int, convention: str | Convention | None = None, **options) -> np.ndarray:
     """Float64 numpy reference of :func:`sinusoidal_embedding` (same conventions), [..., dim].
 
     Written independently of the torch path: plain numpy, concatenation then reordering.
@@ -166,8 +172,12 @@ def get_timestep_embedding(
 
 @lru_cache(maxsize=256)
 def _diffusers_plan(dim, flip_sin_to_cos, downscale_freq_shift, scale, max_period) -> Plan:
-    return Plan(dim, convention_from_diffusers(flip_sin_to_cos, downscale_freq_shift, scale, max_period),
-                torch.float32, precise=False)
+    return Plan(
+        dim,
+        convention_from_diffusers(flip_sin_to_cos, downscale_freq_shift, scale, max_period),
+        torch.float32,
+        precise=False,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -185,16 +195,23 @@ class SinusoidalTable:
         dim, convention, options, dtype, precise, device: as in :func:`sinusoidal_embedding`.
     """
 
-    def __init__(self, num_positions: int, dim: int, convention: str | Convention | None = None, *,
-                 dtype: torch.dtype = torch.float32, precise: bool = False,
-                 device: torch.device | str | None = None, **options):
+    def __init__(
+        self,
+        num_positions: int,
+        dim: int,
+        convention: str | Convention | None = None,
+        *,
+        dtype: torch.dtype = torch.float32,
+        precise: bool = False,
+        device: torch.device | str | None = None,
+        **options,
+    ):
         if not isinstance(num_positions, int) or isinstance(num_positions, bool) or num_positions < 1:
             raise ValueError(f"num_positions must be a positive int, got {num_positions!r}")
         self.num_positions = num_positions
         self.dim = dim
         positions = torch.arange(num_positions, device=device)
-        self.table = sinusoidal_embedding(positions, dim, convention, dtype=dtype, precise=precise,
-                                          **options)
+        self.table = sinusoidal_embedding(positions, dim, convention, dtype=dtype, precise=precise, **options)
 
     def to(self, device) -> SinusoidalTable:
         self.table = self.table.to(device)
@@ -205,12 +222,15 @@ class SinusoidalTable:
         if not isinstance(timesteps, torch.Tensor):
             timesteps = torch.as_tensor(timesteps, device=self.table.device)
         if timesteps.dtype.is_floating_point or timesteps.dtype.is_complex or timesteps.dtype == torch.bool:
-            raise TypeError(f"SinusoidalTable takes integer timesteps, got dtype {timesteps.dtype}; "
-                            "use sinusoidal_embedding for fractional timesteps")
+            raise TypeError(
+                f"SinusoidalTable takes integer timesteps, got dtype {timesteps.dtype}; "
+                "use sinusoidal_embedding for fractional timesteps"
+            )
         try:
             rows = torch.index_select(self.table, 0, timesteps.reshape(-1))
         except (IndexError, RuntimeError) as err:
             lo, hi = int(timesteps.min()), int(timesteps.max())
-            raise IndexError(f"timesteps must lie in [0, {self.num_positions - 1}] for this table, "
-                             f"got values in [{lo}, {hi}]") from err
+            raise IndexError(
+                f"timesteps must lie in [0, {self.num_positions - 1}] for this table, got values in [{lo}, {hi}]"
+            ) from err
         return rows.reshape(*timesteps.shape, self.dim)

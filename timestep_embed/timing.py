@@ -13,9 +13,15 @@ import time
 from collections.abc import Callable
 
 
-def interleaved_medians(contenders: dict[str, Callable[[], object]], *, min_rounds: int = 7,
-                        max_rounds: int = 2000, budget_s: float = 0.5, warmup: int = 2,
-                        seed: int = 0) -> dict[str, float]:
+def interleaved_medians(
+    contenders: dict[str, Callable[[], object]],
+    *,
+    min_rounds: int = 7,
+    max_rounds: int = 2000,
+    budget_s: float = 0.5,
+    warmup: int = 2,
+    seed: int = 0,
+) -> dict[str, float]:
     """Median seconds per call of each contender, measured in interleaved rounds.
 
     Runs at least ``min_rounds`` and at most ``max_rounds`` rounds, stopping once ``budget_s``

@@ -31,7 +31,8 @@ def check_dim(dim, freq_shift: float = 0.0) -> None:
         raise ValueError(
             f"dim={dim} with freq_shift={freq_shift} gives the frequency exponent -k / (h - freq_shift) "
             f"a denominator h - freq_shift = {half - freq_shift} <= 0 (h = dim // 2 = {half}); diffusers "
-            "silently returns NaN here. Use a larger dim or freq_shift=0.")
+            "silently returns NaN here. Use a larger dim or freq_shift=0."
+        )
 
 
 def check_dtype(dtype) -> None:
@@ -76,11 +77,13 @@ def _from_python_or_numpy(timesteps, device) -> torch.Tensor:
         raise TypeError(f"timesteps must be int or float, got the bool {timesteps!r}")
     array = np.asarray(timesteps)
     if array.dtype.kind not in "iuf":
-        raise TypeError(f"timesteps must be int or float numbers, got {timesteps!r} "
-                        f"(numpy dtype {array.dtype}); bool, complex and strings are not timesteps")
+        raise TypeError(
+            f"timesteps must be int or float numbers, got {timesteps!r} "
+            f"(numpy dtype {array.dtype}); bool, complex and strings are not timesteps"
+        )
     if array.dtype.kind == "u":  # torch has no uint32/uint64 arithmetic on every device
         array = array.astype(np.int64)
-    t = torch.from_numpy(np.ascontiguousarray(array))
+    t = torch.tensor(array)  # a copy: works for 0-d, read-only and non-contiguous arrays
     return t if device is None else t.to(device)
 
 
@@ -114,4 +117,6 @@ def _warn_if_rounded(t: torch.Tensor) -> None:
             f"{spacing:g} apart there (and holds every integer only up to {limit}), so they were "
             "probably rounded before reaching the embedding (bfloat16 turns 999 into 1000, float16 "
             "turns 998.4 into 998.5). Keep timesteps in int64 or float32 under autocast / .half().",
-            LowPrecisionTimestepWarning, stacklevel=4)
+            LowPrecisionTimestepWarning,
+            stacklevel=4,
+        )

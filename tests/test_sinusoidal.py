@@ -1,0 +1,212 @@
+"""Properties of the sinusoidal core (hypothesis) and its input forms, dtypes and fast paths."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from timestep_embed import (
+    PRESETS,
+    Convention,
+    LowPrecisionTimestepWarning,
+    SinusoidalTable,
+    frequencies,
+    frequencies_np,
+    layout_permutation,
+    sinusoidal_embedding,
+    sinusoidal_embedding_np,
+)
+
+CONVENTIONS = [
+    Convention(layout, first, shift)
+    for layout in ("concat", "interleaved")
+    for first in ("sin", "cos")
+    for shift in (0, 1)
+]
+conventions = st.sampled_from(CONVENTIONS)
+dims = st.integers(min_value=4, max_value=70)  # h >= 2, so freq_shift=1 is valid
+batch_shapes = st.lists(st.integers(0, 4), min_size=0, max_size=3).map(tuple)
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=batch_shapes, dim=dims, conv=conventions)
+def test_any_batch_shape_gives_trailing_dim(shape, dim, conv):
+    t = torch.rand(shape) * 1000
+    emb = sinusoidal_embedding(t, dim, conv)
+    assert emb.shape == (*shape, dim)
+    assert emb.dtype == torch.float32
+    flat = sinusoidal_embedding(t.reshape(-1), dim, conv)
+    assert torch.equal(emb.reshape(-1, dim), flat)
+
+
+@settings(max_examples=60, deadline=None)
+@given(t=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=40), dim=dims, conv=conventions)
+def test_bounded_by_one(t, dim, conv):
+    emb = sinusoidal_embedding(torch.tensor(t, dtype=torch.float64), dim, conv)
+    assert float(emb.abs().max()) <= 1.0
+
+
+@pytest.mark.parametrize("conv", CONVENTIONS)
+@pytest.mark.parametrize("dim", [6, 7, 128])
+def test_t_zero_is_ones_in_cos_columns_and_zeros_elsewhere(conv, dim):
+    emb = sinusoidal_embedding([0], dim, conv)[0]
+    cos_columns = [conv.column_of("cos", k, dim) for k in range(dim // 2)]
+    expected = torch.zeros(dim)
+    expected[cos_columns] = 1.0
+    assert torch.equal(emb, expected)
+
+
+@settings(max_examples=40, deadline=None)
+@given(dim=dims, a=conventions, b=conventions, t=st.lists(st.floats(0, 1000), min_size=1, max_size=20))
+def test_layouts_are_column_permutations_of_each_other(dim, a, b, t):
+    b = Convention(b.layout, b.first, a.freq_shift)  # permutations exist within one grid
+    perm = layout_permutation(a, b, dim)
+    assert sorted(perm.tolist()) == list(range(dim))
+    ea, eb = sinusoidal_embedding(t, dim, a), sinusoidal_embedding(t, dim, b)
+    assert torch.equal(ea[:, perm], eb)
+
+
+@settings(max_examples=40, deadline=None)
+@given(half=st.integers(2, 40), conv=conventions, t=st.lists(st.floats(-500, 500), min_size=1, max_size=10))
+def test_odd_dim_appends_a_zero_column_to_the_even_embedding(half, conv, t):
+    odd = sinusoidal_embedding(t, 2 * half + 1, conv)
+    even = sinusoidal_embedding(t, 2 * half, conv)
+    assert torch.equal(odd[:, -1], torch.zeros(len(t)))
+    assert torch.equal(odd[:, :-1], even)
+
+
+@settings(max_examples=60, deadline=None)
+@given(t=st.lists(st.floats(-4, 4), min_size=1, max_size=30), dim=dims, conv=conventions)
+def test_float32_path_matches_float64_reference_for_small_t(t, dim, conv):
+    # |t| <= 4: the float32 phase is off by at most half an ulp of 4, ~2.4e-7.
+    emb = sinusoidal_embedding(t, dim, conv).double().numpy()
+    assert np.abs(emb - sinusoidal_embedding_np(np.float32(t), dim, conv)).max() <= 1e-6
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    t=st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=300),
+    dim=st.integers(4, 300),
+    conv=conventions,
+    scale=st.sampled_from([1.0, 0.25, 1000.0]),
+)
+def test_precise_path_error_is_below_2e_7_up_to_1e6(t, dim, conv, scale):
+    conv = Convention(conv.layout, conv.first, conv.freq_shift, scale=1.0)
+    t = np.asarray(t) / scale
+    emb = sinusoidal_embedding(t, dim, conv, scale=scale, precise=True).double().numpy()
+    assert np.abs(emb - sinusoidal_embedding_np(t, dim, conv, scale=scale)).max() <= 2e-7
+
+
+def test_precise_large_batch_uses_reduced_path_and_stays_accurate():
+    t = torch.rand(3000, dtype=torch.float64) * 1e6
+    emb = sinusoidal_embedding(t, 640, "adm", precise=True)
+    assert np.abs(emb.double().numpy() - sinusoidal_embedding_np(t.numpy(), 640, "adm")).max() <= 2e-7
+
+
+def test_default_float32_path_has_the_expected_float32_phase_error():
+    # The compatible path reproduces diffusers' float32 phase; its error grows with |t|. This
+    # documents why `precise` exists: ~1e-2 at t ~ 1e6, while precise stays below 2e-7.
+    t = torch.linspace(9e5, 1e6, 500, dtype=torch.float64)
+    ref = sinusoidal_embedding_np(t.float().double().numpy(), 128, "adm")
+    assert np.abs(sinusoidal_embedding(t.float(), 128, "adm").double().numpy() - ref).max() > 1e-3
+    assert np.abs(sinusoidal_embedding(t.float(), 128, "adm", precise=True).double().numpy() - ref).max() < 2e-7
+
+
+@pytest.mark.parametrize("value", [7, 7.0, [7], [[7]], np.array([7]), np.array(7.0), np.int32(7), torch.tensor(7)])
+def test_input_forms_agree(value):
+    emb = sinusoidal_embedding(value, 16, "adm")
+    assert emb.shape == (*np.shape(value), 16)
+    assert torch.equal(emb.reshape(16), sinusoidal_embedding(torch.tensor([7.0]), 16, "adm")[0])
+
+
+def test_numpy_unsigned_and_float16_inputs():
+    assert torch.equal(sinusoidal_embedding(np.array([3], dtype=np.uint8), 8), sinusoidal_embedding([3], 8))
+    with pytest.warns(LowPrecisionTimestepWarning):  # fractional half-precision timesteps
+        assert sinusoidal_embedding(np.array([0.5], dtype=np.float16), 8).shape == (1, 8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_output_dtype(dtype):
+    emb = sinusoidal_embedding(torch.arange(5), 32, "adm", dtype=dtype)
+    assert emb.dtype == dtype
+    ref = sinusoidal_embedding_np(np.arange(5), 32, "adm")
+    tol = {torch.float16: 1e-3, torch.bfloat16: 8e-3, torch.float64: 1e-12}[dtype]
+    assert np.abs(emb.double().numpy() - ref).max() <= tol
+
+
+def test_device_follows_input_or_argument():
+    assert sinusoidal_embedding(torch.arange(3), 8).device.type == "cpu"
+    assert sinusoidal_embedding([1, 2], 8, device="cpu").device.type == "cpu"
+
+
+def test_presets_and_option_overrides():
+    assert torch.equal(
+        sinusoidal_embedding([3.5], 10, "adm"), sinusoidal_embedding([3.5], 10, first="cos", freq_shift=0)
+    )
+    assert torch.equal(sinusoidal_embedding([3.5], 10), sinusoidal_embedding([3.5], 10, "ddpm"))
+    assert set(PRESETS) >= {"vaswani", "ddpm", "adm", "edm"}
+
+
+def test_frequencies_follow_the_formula():
+    for shift in (0, 1):
+        w = frequencies_np(64, shift, 10000)
+        k = np.arange(32)
+        assert np.allclose(w, 10000.0 ** (-k / (32 - shift)), rtol=1e-14, atol=0)
+        assert np.allclose(frequencies(64, shift).numpy(), w, rtol=1e-6)
+        assert frequencies(64, shift, precise=True).dtype == torch.float64
+
+
+# ---- fast paths give the direct path's exact numbers -----------------------------------------
+@pytest.mark.parametrize("conv", ["adm", "ddpm", "vaswani"])
+@pytest.mark.parametrize("precise", [False, True])
+def test_table_rows_equal_the_direct_path(conv, precise):
+    table = SinusoidalTable(1000, 33, conv, precise=precise)
+    t = torch.tensor([[0, 999], [17, 500]])
+    direct = sinusoidal_embedding(torch.arange(1000), 33, conv, precise=precise)[t]
+    assert torch.equal(table(t), direct)
+
+
+def test_table_rejects_out_of_range_and_fractional_timesteps():
+    table = SinusoidalTable(10, 8)
+    with pytest.raises(IndexError, match=r"\[0, 9\].*\[3, 10\]"):
+        table(torch.tensor([3, 10]))
+    with pytest.raises(TypeError, match="integer timesteps"):
+        table(torch.tensor([0.5]))
+    with pytest.raises(ValueError, match="num_positions"):
+        SinusoidalTable(0, 8)
+
+
+@pytest.mark.parametrize("n", [5, 300])
+def test_integer_timesteps_use_a_table_with_identical_values(n):
+    t = torch.randint(0, 1000, (n,))
+    via_table = sinusoidal_embedding(t, 320, "adm")  # integer input: cached-table path
+    direct = sinusoidal_embedding(t.float() + 0.0, 320, "adm")  # integral floats: also table
+    fractional_neighbour = sinusoidal_embedding(torch.cat([t.float(), torch.tensor([0.5])]), 320, "adm")[:-1]
+    assert torch.equal(via_table, direct)
+    assert torch.equal(via_table, fractional_neighbour)  # the sin/cos path, no table
+
+
+def test_out_of_table_range_integers_fall_back_to_the_direct_path():
+    t = torch.tensor([0, 10**7])
+    direct = sinusoidal_embedding(torch.tensor([0.0, 1e7, 0.5]), 64)[:2]  # fractional: sin/cos path
+    assert torch.equal(sinusoidal_embedding(t, 64), direct)
+
+
+def test_shared_timestep_batch_equals_rowwise():
+    t = torch.full((600,), 123.456)
+    emb = sinusoidal_embedding(t, 128, "adm")
+    row = sinusoidal_embedding(t[:1], 128, "adm")
+    assert torch.equal(emb, row.expand(600, 128))
+    emb[0, 0] = 5.0  # a real tensor, not a view of the row
+    assert emb[1, 0] != 5.0
+
+
+def test_relative_position_identity_holds_on_the_embedding():
+    # PE(p) . PE(q) = sum_k cos((p - q) w_k), a function of the offset only.
+    p, q = 37.0, 11.0
+    e = sinusoidal_embedding_np([p, q], 64, "vaswani")
+    w = frequencies_np(64, 0)
+    assert math.isclose(float(e[0] @ e[1]), float(np.cos((p - q) * w).sum()), abs_tol=1e-9)
