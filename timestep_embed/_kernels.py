@@ -29,7 +29,7 @@ from .validation import check_dim, check_dtype
 # of a preallocated output; above it, writing in place saves a full copy of the output.
 SMALL_OUTPUT = 1 << 15
 # float64 sin/cos cost ~2.5x float32 per value; past this size the reduced float32 path wins.
-PRECISE_SMALL_OUTPUT = 1 << 12
+PRECISE_SMALL_OUTPUT = 1 << 13
 # Integer timesteps use a cached table when the table would hold at most this many values.
 TABLE_MAX_ELEMENTS = 1 << 21
 _TWO_PI = 2.0 * math.pi
