@@ -1,0 +1,34 @@
+"""Bridges to other codebases. The only place that imports diffusers, lazily (inside functions):
+``import timestep_embed.interop`` works without it; calling into diffusers raises an ImportError
+that says ``pip install 'timestep-embed[diffusers]'``."""
+
+from .diffusers_unet import (
+    SUPPORTED_UNETS,
+    convention_from_unet_config,
+    embedder_from_diffusers_unet,
+    export_to_diffusers,
+    fourier_from_diffusers,
+    mlp_from_diffusers,
+    patch_diffusers_unet,
+    require_diffusers,
+    sinusoid_from_diffusers,
+    to_diffusers_modules,
+)
+from .weights import KEY_LAYOUTS, embedder_state_dict, load_state_dict_checked, to_layout
+
+__all__ = [
+    "SUPPORTED_UNETS",
+    "KEY_LAYOUTS",
+    "require_diffusers",
+    "convention_from_unet_config",
+    "sinusoid_from_diffusers",
+    "fourier_from_diffusers",
+    "mlp_from_diffusers",
+    "embedder_from_diffusers_unet",
+    "patch_diffusers_unet",
+    "to_diffusers_modules",
+    "export_to_diffusers",
+    "embedder_state_dict",
+    "to_layout",
+    "load_state_dict_checked",
+]
