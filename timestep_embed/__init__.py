@@ -11,6 +11,15 @@ from .conventions import (
     get_convention,
     layout_permutation,
 )
+from .detect import Detection, DiffReport, detect_convention, diff_report
+from .embedding import (
+    TIME_INPUTS,
+    FourierEmbedding,
+    SinusoidalEmbedding,
+    TimestepEmbedder,
+    TimestepMLP,
+    time_input,
+)
 from .sinusoidal import (
     SinusoidalTable,
     frequencies,
@@ -25,6 +34,16 @@ __version__ = "0.1.0"
 
 __all__ = [
     "PRESETS",
+    "TIME_INPUTS",
+    "Detection",
+    "DiffReport",
+    "FourierEmbedding",
+    "SinusoidalEmbedding",
+    "TimestepEmbedder",
+    "TimestepMLP",
+    "detect_convention",
+    "diff_report",
+    "time_input",
     "Convention",
     "LowPrecisionTimestepWarning",
     "SinusoidalTable",
