@@ -3,6 +3,20 @@
 The public API, re-exported from the modules that own it.
 """
 
+from .analysis import (
+    CoverageWarning,
+    bounds,
+    distance_by_offset,
+    dot_by_offset,
+    frequency_coverage,
+    position_uniqueness,
+    relative_identity,
+    relative_identity_error,
+    rotation_error,
+    rotation_matrix,
+    uniqueness,
+    wavelengths,
+)
 from .conventions import (
     PRESETS,
     Convention,
@@ -20,6 +34,7 @@ from .embedding import (
     TimestepMLP,
     time_input,
 )
+from .naive import naive_scheme_table
 from .sinusoidal import (
     SinusoidalTable,
     frequencies,
@@ -33,6 +48,19 @@ from .validation import LowPrecisionTimestepWarning
 __version__ = "0.1.0"
 
 __all__ = [
+    "CoverageWarning",
+    "bounds",
+    "distance_by_offset",
+    "dot_by_offset",
+    "frequency_coverage",
+    "naive_scheme_table",
+    "position_uniqueness",
+    "relative_identity",
+    "relative_identity_error",
+    "rotation_error",
+    "rotation_matrix",
+    "uniqueness",
+    "wavelengths",
     "PRESETS",
     "TIME_INPUTS",
     "Detection",
