@@ -4,9 +4,11 @@ A :class:`Plan` holds everything about a call that does not depend on the timest
 once and cached), so a call costs a handful of torch operations:
 
 * small outputs: ``outer`` -> ``sin``, ``cos`` -> one ``cat``/``stack`` (fewest Python calls);
-* large outputs: ``sin``/``cos`` written straight into their final columns (no copies);
+* large outputs: row chunks (phases stay in cache), ``sin``/``cos`` written straight into their
+  final columns (no concatenation copies);
 * integer timesteps in [0, rows): a gather from a cached table of those rows, built by the
   same kernels, so the values are bit-identical to the direct path;
+* one timestep shared by the whole batch (every sampling step): one row, then a copy;
 * ``precise``: float64 phases; large outputs reduce modulo 2*pi in float64 and correct a
   float32 sin/cos to first order, which is float32-fast and float64-accurate.
 
@@ -30,6 +32,9 @@ from .validation import check_dim, check_dtype
 SMALL_OUTPUT = 1 << 15
 # float64 sin/cos cost ~2.5x float32 per value; past this size the reduced float32 path wins.
 PRECISE_SMALL_OUTPUT = 1 << 13
+# Large outputs are computed in row chunks of about this many phases, so the intermediates stay
+# in cache instead of streaming [N, dim/2] temporaries through memory.
+CHUNK_PHASES = 1 << 15
 # Integer timesteps use a cached table when the table would hold at most this many values.
 TABLE_MAX_ELEMENTS = 1 << 21
 _TWO_PI = 2.0 * math.pi
@@ -96,18 +101,35 @@ def embed(t: torch.Tensor, plan: Plan, use_table: bool = True) -> torch.Tensor:
     if n > 1 and n * plan.dim > SMALL_OUTPUT and bool((t == t[0]).all()):
         # One timestep for the whole batch (every sampling step): compute one row.
         return embed(t[:1], plan, use_table).expand(n, plan.dim).contiguous()
-    freqs = plan.freqs(t.device)
-    args = torch.outer(t.double() if plan.precise else t.float(), freqs)
-    if plan.scale != 1.0:  # diffusers multiplies after the product; x * 1 is exact, so skip it
-        args = args * plan.scale
-    if plan.precise and plan.dtype != torch.float64:
-        emb = _precise_float32(args, plan)
-    elif n * plan.dim <= SMALL_OUTPUT:
+    small = PRECISE_SMALL_OUTPUT if plan.precise else SMALL_OUTPUT
+    if n * plan.dim <= small:
+        args = _phases(t, plan)
+        if plan.precise:  # float64 sin/cos, rounded once into the output dtype
+            emb = torch.empty(n, plan.dim, dtype=plan.dtype, device=t.device)
+            _write_into(emb, args, plan)
+            return emb
         emb = _small(args, plan)
-    else:
-        emb = torch.empty(n, plan.dim, dtype=args.dtype, device=t.device)
-        _write_into(emb, args, plan)
-    return emb if emb.dtype == plan.dtype else emb.to(plan.dtype)
+        return emb if emb.dtype == plan.dtype else emb.to(plan.dtype)
+    # Large outputs: row chunks whose phases stay in cache, written into their final columns.
+    out_dtype = plan.dtype if plan.dtype in (torch.float32, torch.float64) else torch.float32
+    out = torch.empty(n, plan.dim, dtype=out_dtype, device=t.device)
+    reduce_phase = plan.precise and out_dtype == torch.float32
+    rows = max(1, CHUNK_PHASES // max(plan.half, 1))
+    for start in range(0, n, rows):
+        args = _phases(t[start : start + rows], plan)
+        if reduce_phase:
+            _precise_float32_into(out[start : start + rows], args, plan)
+        else:
+            _write_into(out[start : start + rows], args, plan)
+    return out if out_dtype == plan.dtype else out.to(plan.dtype)
+
+
+def _phases(t: torch.Tensor, plan: Plan) -> torch.Tensor:
+    """``scale * t * w_k``, [N, h]: float32 exactly as diffusers forms it, or float64 (precise)."""
+    args = torch.outer(t.double() if plan.precise else t.float(), plan.freqs(t.device))
+    if plan.scale != 1.0:  # diffusers multiplies after the product; x * 1 is exact, so skip it
+        args.mul_(plan.scale)
+    return args
 
 
 def _from_table(t: torch.Tensor, plan: Plan) -> torch.Tensor | None:
@@ -165,17 +187,13 @@ def _write_into(out: torch.Tensor, args: torch.Tensor, plan: Plan) -> None:
         out[:, -1] = 0
 
 
-def _precise_float32(args64: torch.Tensor, plan: Plan) -> torch.Tensor:
-    """sin/cos of float64 phases [N, h] into float32 [N, dim], error <= ~1e-7.
+def _precise_float32_into(out: torch.Tensor, args64: torch.Tensor, plan: Plan) -> None:
+    """sin/cos of float64 phases [N, h] into float32 ``out`` [N, dim], error <= ~1e-7.
 
-    Small outputs evaluate in float64 and round once. Large ones reduce the phase to [-pi, pi] in
-    float64, split it into float32 ``hi + lo`` and use ``sin(hi + lo) = sin(hi) + cos(hi) * lo``
-    (the dropped term, lo**2 / 2, is below 1e-14).
+    Reduces the phase to [-pi, pi] in float64, splits it into float32 ``hi + lo`` and uses
+    ``sin(hi + lo) = sin(hi) + cos(hi) * lo`` (the dropped term, lo**2 / 2, is below 1e-14):
+    float32 sin/cos speed with float64 phase accuracy.
     """
-    out = torch.empty(args64.shape[0], plan.dim, dtype=torch.float32, device=args64.device)
-    if args64.shape[0] * plan.dim <= PRECISE_SMALL_OUTPUT:
-        _write_into(out, args64, plan)
-        return out
     turns = torch.mul(args64, 1.0 / _TWO_PI).round_()
     reduced = args64.sub_(turns, alpha=_TWO_PI)  # in [-pi, pi], float64
     hi = reduced.float()
@@ -186,4 +204,3 @@ def _precise_float32(args64: torch.Tensor, plan: Plan) -> torch.Tensor:
     torch.addcmul(cos_hi, sin_hi, lo, value=-1, out=cos_cols)
     if plan.pad:
         out[:, -1] = 0
-    return out
