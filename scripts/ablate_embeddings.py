@@ -1,0 +1,298 @@
+#!/usr/bin/env python
+"""Ablation: the small MNIST DDPM trained with each time embedding, everything else equal.
+
+    python scripts/ablate_embeddings.py --quick            # ~8-10 min on 2 CPU cores: 8 variants x 1 seed
+    python scripts/ablate_embeddings.py --seeds 0 1 2      # full: main config, 1000 updates each (~1.5-2.5 h a seed)
+
+Every variant gets the same config, seed, data and number of updates (``train.steps``; a wall-clock
+budget would favour cheap embedders). Only ``UNet.time_embedder`` changes (``t [B] -> [B, emb_dim]``):
+
+* ``adm``: sinusoid concat [cos | sin], then the MLP (the default); ``vaswani``: interleaved [sin, cos, ...];
+* ``sine_only``: the same width of sines only (twice as many frequencies, no cosines);
+* ``one_pair``: one sin/cos pair at frequency 1 (wraps every 2 pi steps: t and t + 710 nearly coincide);
+* ``raw_t``: the scalar index t straight into the MLP; ``lookup``: a learned table of T rows;
+* ``fourier``: Gaussian Fourier features of t / T (scale 16); ``none``: zeros (the model never sees t).
+
+Reports: final training loss, held-out loss per timestep band (the same held-out digits, t and noise for
+every variant), the run's evaluation metrics; writes ``results.json``, ``results.md`` and two figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from timestep_embed.conventions import Convention
+from timestep_embed.embedding import FourierEmbedding, TimestepEmbedder, TimestepMLP, default_sinusoid_dim
+from timestep_embed.sinusoidal import sinusoidal_embedding
+
+QUICK = [  # a smaller UNet (same for every variant), 1000 updates of 32, 200 samples: ~1 min a variant
+    "model.channels=[32,64]", "model.emb_dim=128", "train.minutes=null", "train.steps=1000",
+    "train.batch_size=32", "train.warmup_steps=50", "train.log_every=100",
+    "sample.steps=50", "sample.num_samples=200", "sample.batch_size=200",
+]  # fmt: skip
+FULL = ["train.minutes=null", "train.steps=1000"]  # the main config's model, batch and sampler; equal updates
+BANDS = 10
+
+
+class FeaturesMLP(nn.Module):
+    """``t [B] -> features(t) [B, in_dim] -> TimestepMLP -> [B, emb_dim]`` (features may hold parameters)."""
+
+    def __init__(self, features: nn.Module, in_dim: int, emb_dim: int):
+        super().__init__()
+        self.features = features
+        self.time_embedding = TimestepMLP(in_dim, emb_dim)
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        return self.time_embedding(self.features(t).to(self.time_embedding.linear_1.weight.dtype))
+
+
+class Fn(nn.Module):
+    """A parameter-free feature map of t as a module; ``factor`` multiplies t first."""
+
+    def __init__(self, fn, factor: float = 1.0):
+        super().__init__()
+        self.fn, self.factor = fn, factor
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        return self.fn(t if self.factor == 1.0 else t.double() * self.factor)
+
+
+class Lookup(nn.Module):
+    """A learned table with one row per integer timestep 0..T-1."""
+
+    def __init__(self, num_timesteps: int, dim: int):
+        super().__init__()
+        self.table = nn.Embedding(num_timesteps, dim)
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        return self.table(t.round().long().clamp(0, self.table.num_embeddings - 1))
+
+
+class Zeros(nn.Module):
+    """The "no embedding" baseline: ``[B, emb_dim]`` zeros, whatever t is."""
+
+    def __init__(self, emb_dim: int):
+        super().__init__()
+        self.emb_dim = emb_dim
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(t.shape[0], self.emb_dim, device=t.device)
+
+
+VARIANTS = ("adm", "vaswani", "sine_only", "one_pair", "raw_t", "lookup", "fourier", "none")
+
+
+def build_variant(name: str, emb_dim: int, num_timesteps: int, seed: int = 0) -> nn.Module:
+    """The time embedder of variant ``name``: a module ``t [B] -> [B, emb_dim]``."""
+    torch.manual_seed(seed)
+    d = default_sinusoid_dim(emb_dim)
+    sines = Convention(layout="concat", first="sin", freq_shift=0.0)
+    if name in ("adm", "vaswani"):
+        return TimestepEmbedder(emb_dim, convention=name)
+    if name == "sine_only":  # the sin half of a 2d-wide sinusoid: d sines over the same frequency range
+        return FeaturesMLP(Fn(lambda t: sinusoidal_embedding(t, 2 * d, sines)[..., :d]), d, emb_dim)
+    if name == "one_pair":  # the fastest pair of the grid, w = 1
+        return FeaturesMLP(Fn(lambda t: sinusoidal_embedding(t, 2, sines)), 2, emb_dim)
+    if name == "raw_t":
+        return FeaturesMLP(Fn(lambda t: t.float()[..., None]), 1, emb_dim)
+    if name == "lookup":
+        return FeaturesMLP(Lookup(num_timesteps, d), d, emb_dim)
+    if name == "fourier":  # score_sde-style Gaussian Fourier features, of t / T in [0, 1]
+        fourier = FourierEmbedding(d, 16.0, generator=torch.Generator().manual_seed(seed))
+        return FeaturesMLP(nn.Sequential(Fn(lambda t: t, 1.0 / num_timesteps), fourier), d, emb_dim)
+    if name == "none":
+        return Zeros(emb_dim)
+    raise ValueError(f"variant must be one of {VARIANTS}, got {name!r}")
+
+
+# ----------------------------------------------------------------------------- evaluation
+@torch.no_grad()
+def heldout_band_loss(model: nn.Module, schedule, x0: torch.Tensor, prediction: str = "eps", seed: int = 1234):
+    """Mean held-out loss in each of :data:`BANDS` equal timestep bands, ``[BANDS]``.
+
+    The same digits ``x0``, timesteps and noise for every variant (seeded): differences come from
+    the models only. Continuous schedules get t in the band's slice of (0, 1].
+    """
+    from timestep_embed.diffusion import training_loss
+
+    g = torch.Generator().manual_seed(seed)
+    T, out = schedule.T, []  # noqa: N806
+    for b in range(BANDS):
+        lo, hi = b * T // BANDS, (b + 1) * T // BANDS
+        if schedule.continuous is None:
+            t = torch.randint(lo, hi, (x0.shape[0],), generator=g)
+        else:
+            t = (lo + (hi - lo) * torch.rand(x0.shape[0], generator=g, dtype=torch.float64)).clamp(min=1) / T
+        noise = torch.randn(x0.shape, generator=g)
+        out.append(float(training_loss(model, x0, schedule, prediction=prediction, t=t, noise=noise)))
+    return out
+
+
+def load_trained_model(run_dir: Path, config, time_embedder: nn.Module) -> nn.Module:
+    """The run's UNet with ``time_embedder`` (a fresh module of the same variant), EMA weights if saved."""
+    from timestep_embed.checkpoint import load_checkpoint, strip_prefix
+    from timestep_embed.unet import UNet
+
+    model = UNet(config.model, time_embedder=time_embedder)
+    tensors, _ = load_checkpoint(run_dir / "checkpoint.safetensors")
+    expected = set(model.state_dict())
+    for prefix in ("ema.", "model.", ""):
+        state = strip_prefix(tensors, prefix)
+        if set(state) == expected:
+            model.load_state_dict(state)
+            return model.eval()
+    raise RuntimeError(f"{run_dir}: no prefix of the checkpoint matches the UNet's state dict")
+
+
+def run_variant(name: str, seed: int, args, heldout: torch.Tensor) -> dict:
+    from timestep_embed.diffusion import schedule_from_config
+    from timestep_embed.train import load_run_config, run_training
+
+    overrides = [*(QUICK if args.quick else FULL), f"train.seed={seed}", *args.set]
+    config = load_run_config(args.config, overrides)
+    emb_dim, T = config.model.emb_dim, config.diffusion.num_timesteps  # noqa: N806
+    run_dir = args.out / name / f"seed{seed}"
+    start = time.time()
+    embedder = build_variant(name, emb_dim, T, seed)
+    metrics = run_training(config, run_dir, time_embedder=embedder, overwrite=True, progress=False)
+    model = load_trained_model(run_dir, config, build_variant(name, emb_dim, T, seed))
+    bands = heldout_band_loss(model, schedule_from_config(config.diffusion), heldout, config.diffusion.prediction)
+    keep = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+    return {
+        "variant": name,
+        "seed": seed,
+        **keep,
+        "heldout_band_loss": bands,
+        "heldout_loss": float(np.mean(bands)),
+        "wall_seconds": time.time() - start,
+    }
+
+
+# -------------------------------------------------------------------------------- report
+COLUMNS = ("final_loss", "heldout_loss", "fd", "entropy", "confidence", "num_params", "train_seconds")
+
+
+def summarize(results: list[dict]) -> list[dict]:
+    """One row per variant: mean (and std over seeds) of every number in :data:`COLUMNS`."""
+    rows = []
+    for name in dict.fromkeys(r["variant"] for r in results):
+        runs = [r for r in results if r["variant"] == name]
+        row = {"variant": name, "seeds": len(runs)}
+        for col in COLUMNS:
+            values = [r[col] for r in runs if isinstance(r.get(col), (int, float))]
+            row[col] = (float(np.mean(values)), float(np.std(values))) if values else None
+        row["bands"] = np.mean([r["heldout_band_loss"] for r in runs], axis=0).tolist()
+        rows.append(row)
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    def cell(value):
+        if value is None:
+            return "-"
+        mean, std = value
+        return f"{mean:.4g}" + (f" ± {std:.2g}" if std else "")
+
+    lines = ["| variant | seeds | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 2) + "|"]
+    lines += [f"| {r['variant']} | {r['seeds']} | " + " | ".join(cell(r[c]) for c in COLUMNS) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], out: Path, budget: str) -> list[Path]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 5.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    centers = (np.arange(BANDS) + 0.5) / BANDS
+    for r, marker in zip(rows, "osD^v<>ph*", strict=False):  # distinct markers: equal curves stay visible
+        ax.plot(centers, r["bands"], marker=marker, mfc="none", ms=8, label=r["variant"])
+    ax.set(
+        yscale="log",
+        xlabel="timestep band (fraction of T, noisier to the right)",
+        ylabel="held-out loss (MSE)",
+        title=f"Held-out loss per timestep band ({budget})",
+    )
+    ax.legend(fontsize=8, ncol=2)
+    ax.grid(alpha=0.3)
+    paths = [out / "heldout_loss_by_band.png"]
+    fig.savefig(paths[0], dpi=110)
+    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    for ax, col in zip(fig.subplots(1, 3), ("final_loss", "heldout_loss", "fd"), strict=True):
+        names = [r["variant"] for r in rows if r[col] is not None]
+        vals = [r[col] for r in rows if r[col] is not None]
+        ax.bar(names, [v[0] for v in vals], yerr=[v[1] for v in vals], capsize=3)
+        ax.set(title=col, ylabel=col)
+        ax.tick_params(axis="x", rotation=45)
+    fig.suptitle(f"Time-embedding ablation, DDPM on MNIST ({budget}; error bars: std over seeds)")
+    paths.append(out / "ablation_metrics.png")
+    fig.savefig(paths[1], dpi=110)
+    return paths
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=f"small budget (<= 10 min in all): {' '.join(QUICK)}")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS, metavar="NAME")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--config", default="configs/ddpm_mnist.yaml", help="run config (YAML/TOML)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="extra config overrides")
+    parser.add_argument("--heldout", type=int, default=None, help="held-out digits per band (32 quick, 500 full)")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (runs/ablation[_quick])")
+    args = parser.parse_args(argv)
+    args.out = args.out or Path("runs/ablation_quick" if args.quick else "runs/ablation")
+    args.out.mkdir(parents=True, exist_ok=True)
+    from timestep_embed.data import load_mnist
+    from timestep_embed.train import load_run_config
+
+    config = load_run_config(args.config, [*(QUICK if args.quick else FULL), *args.set])
+    t, m = config.train, config.model
+    steps = f"train.steps={t.steps}" if t.steps else f"train.minutes={t.minutes}"
+    budget = f"{steps}, batch {t.batch_size}, UNet channels {list(m.channels)}, emb_dim {m.emb_dim}"
+    runs = len(args.variants) * len(args.seeds)
+    total = f" = {runs * t.minutes:g} min of training" if t.minutes else ""
+    print(
+        f"budget: {len(args.variants)} variants x {len(args.seeds)} seeds, each {budget}{total}, plus "
+        f"sampling ({config.sample.num_samples} x {config.sample.steps} steps) and evaluation",
+        flush=True,
+    )
+    heldout = load_mnist(config.data.source, "heldout", config.data.pad_to_32)[0]
+    heldout = heldout[: args.heldout or (32 if args.quick else 500)]
+    results = []
+    for seed in args.seeds:
+        for name in args.variants:
+            done = args.out / name / f"seed{seed}" / "ablation.json"
+            previous = json.loads(done.read_text()) if done.is_file() else {}
+            if previous.get("budget") == budget:  # resume: a run finished with this budget is not repeated
+                results.append(previous)
+                continue
+            results.append({**run_variant(name, seed, args, heldout), "budget": budget})
+            done.write_text(json.dumps(results[-1], indent=1))
+            print(
+                f"{name} seed {seed}: final loss {results[-1].get('final_loss')}, held-out "
+                f"{results[-1]['heldout_loss']:.4f}, fd {results[-1].get('fd')}",
+                flush=True,
+            )
+    rows = summarize(results)
+    table = markdown(rows)
+    (args.out / "results.json").write_text(json.dumps({"budget": budget, "runs": results, "rows": rows}, indent=1))
+    command = "python scripts/ablate_embeddings.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    (args.out / "results.md").write_text(f"`{command}` ({budget})\n\n{table}\n")
+    print(table)
+    for path in plot(rows, args.out, budget):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+"""scripts/ablate_embeddings.py runs end to end (tiny budget) and writes its table and figures."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ablation_smoke(tmp_path):
+    out = tmp_path / "ablation"
+    cmd = [sys.executable, str(ROOT / "scripts" / "ablate_embeddings.py"), "--config",
+           str(ROOT / "configs" / "ddpm_mnist_smoke.yaml"), "--variants", "adm", "sine_only", "none",
+           "--set", "train.steps=3", "--heldout", "8", "--out", str(out)]  # fmt: skip
+    env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache")}
+    result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = json.loads((out / "results.json").read_text())
+    rows = rows["rows"] if isinstance(rows, dict) and "rows" in rows else rows
+    assert {r["variant"] for r in rows} >= {"adm", "sine_only", "none"}
+    assert "| adm |" in (out / "results.md").read_text()
+    for png in ("heldout_loss_by_band.png", "ablation_metrics.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
