@@ -221,16 +221,20 @@ class SinusoidalTable:
         """Rows for integer ``timesteps`` of any shape ``[...]`` -> ``[..., dim]``."""
         if not isinstance(timesteps, torch.Tensor):
             timesteps = torch.as_tensor(timesteps, device=self.table.device)
-        if timesteps.dtype.is_floating_point or timesteps.dtype.is_complex or timesteps.dtype == torch.bool:
+        if timesteps.dtype not in _INDEX_DTYPES:
             raise TypeError(
                 f"SinusoidalTable takes integer timesteps, got dtype {timesteps.dtype}; "
                 "use sinusoidal_embedding for fractional timesteps"
             )
+        flat = timesteps if timesteps.dim() == 1 else timesteps.reshape(-1)
         try:
-            rows = torch.index_select(self.table, 0, timesteps.reshape(-1))
+            rows = torch.index_select(self.table, 0, flat)
         except (IndexError, RuntimeError) as err:
             lo, hi = int(timesteps.min()), int(timesteps.max())
             raise IndexError(
                 f"timesteps must lie in [0, {self.num_positions - 1}] for this table, got values in [{lo}, {hi}]"
             ) from err
-        return rows.reshape(*timesteps.shape, self.dim)
+        return rows if timesteps.dim() == 1 else rows.reshape(*timesteps.shape, self.dim)
+
+
+_INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
