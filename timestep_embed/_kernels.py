@@ -29,7 +29,7 @@ from .validation import check_dim, check_dtype
 
 # Below this many output elements, three calls and one concatenation beat writing into views
 # of a preallocated output; above it, writing in place saves a full copy of the output.
-SMALL_OUTPUT = 1 << 15
+SMALL_OUTPUT = 1 << 17
 # float64 sin/cos cost ~2.5x float32 per value; past this size the reduced float32 path wins.
 PRECISE_SMALL_OUTPUT = 1 << 13
 # Large outputs are computed in row chunks of about this many phases, so the intermediates stay
