@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from timestep_embed.training_state import update_ema
+
 
 def diffusers_unet(target_params: int):
     """UNet2DModel with block_out_channels (w, 2w, 2w), one ResNet per level, attention at 7x7; w chosen
@@ -91,10 +93,7 @@ def train_diffusers(cfg, minutes: float, progress: bool = True) -> tuple[dict, t
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
         opt.step()
-        decay = min(t.ema_decay, (1 + step) / (10 + step))
-        with torch.no_grad():
-            for pe, p in zip(ema.parameters(), model.parameters(), strict=True):
-                pe.lerp_(p, 1 - decay)
+        update_ema(ema, model, step, t.ema_decay)
         step += 1
         dt = time.perf_counter() - t0
         elapsed += dt

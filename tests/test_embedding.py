@@ -26,15 +26,6 @@ emb_mod = pytest.importorskip("diffusers.models.embeddings")
 PRESET_NAMES = ["vaswani", "ddpm", "adm", "edm", "edm_song"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # Tiny models: one thread avoids OpenMP spin-waiting on a shared, loaded CPU (10x slower).
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 # ------------------------------------------------------------------ SinusoidalEmbedding
 @pytest.mark.parametrize("name", PRESET_NAMES)
 @pytest.mark.parametrize("dim", [7, 32])

@@ -25,15 +25,6 @@ from timestep_embed.interop import (
 diffusers = pytest.importorskip("diffusers")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # Tiny models: one thread avoids OpenMP spin-waiting on a shared, loaded CPU (10x slower).
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 TINY = dict(
     sample_size=8, in_channels=1, out_channels=1, block_out_channels=(8, 16), layers_per_block=1, norm_num_groups=4
 )

@@ -11,15 +11,6 @@ from timestep_embed.unet import AttentionBlock, ResBlock, UNet, UNetConfig, coun
 TINY = UNetConfig(channels=(16, 32), num_res_blocks=1, emb_dim=32)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # On a shared 2-core machine OpenMP spin-waiting makes 2 threads far slower than 1 for tiny models.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _perturb_zero_inits(model: nn.Module) -> None:
     """Give the zero-initialised layers random weights, as after some training."""
     g = torch.Generator().manual_seed(1)

@@ -32,6 +32,7 @@ from timestep_embed.training_state import (
     save_progress_grid,
     save_training_state,
     time_budget,
+    update_ema,
 )
 from timestep_embed.unet import UNet, UNetConfig
 
@@ -158,10 +159,7 @@ def train_loop(
             grad_norm = nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
             opt.step()
             # EMA with warmup, so a short run averages its last part rather than its random start.
-            decay = min(t.ema_decay, (1 + step) / (10 + step))
-            with torch.no_grad():
-                for p_ema, p in zip(ema.parameters(), model.parameters(), strict=True):
-                    p_ema.lerp_(p, 1 - decay)
+            update_ema(ema, model, step, t.ema_decay)
             step += 1
             dt = time.perf_counter() - t0
             elapsed += dt

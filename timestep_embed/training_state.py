@@ -48,6 +48,15 @@ def progress_bar(t, step: int, elapsed: float, enabled: bool):
     )
 
 
+@torch.no_grad()
+def update_ema(ema: torch.nn.Module, model: torch.nn.Module, step: int, max_decay: float) -> None:
+    """EMA of the weights with warmup, decay ``min(max_decay, (1 + n) / (10 + n))`` at step n, so a short
+    run averages its last part rather than its random start."""
+    decay = min(max_decay, (1 + step) / (10 + step))
+    for p_ema, p in zip(ema.parameters(), model.parameters(), strict=True):
+        p_ema.lerp_(p, 1 - decay)
+
+
 def save_training_state(path, cfg, model, ema, opt, gen, step: int, elapsed: float) -> Path:
     """Model, EMA, optimizer, generator and global RNG in one safetensors file (atomic), config as metadata."""
     from timestep_embed.config import config_to_dict
