@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from timestep_embed.checkpoint import atomic_write_bytes
 from timestep_embed.conventions import Convention
 from timestep_embed.embedding import FourierEmbedding, TimestepEmbedder, TimestepMLP, default_sinusoid_dim
 from timestep_embed.sinusoidal import sinusoidal_embedding
@@ -277,7 +278,7 @@ def main(argv=None) -> int:
                 results.append(previous)
                 continue
             results.append({**run_variant(name, seed, args, heldout), "budget": budget})
-            done.write_text(json.dumps(results[-1], indent=1))
+            atomic_write_bytes(done, json.dumps(results[-1], indent=1).encode())  # never a half-written marker
             print(
                 f"{name} seed {seed}: final loss {results[-1].get('final_loss')}, held-out "
                 f"{results[-1]['heldout_loss']:.4f}, fd {results[-1].get('fd')}",
@@ -285,9 +286,10 @@ def main(argv=None) -> int:
             )
     rows = summarize(results)
     table = markdown(rows)
-    (args.out / "results.json").write_text(json.dumps({"budget": budget, "runs": results, "rows": rows}, indent=1))
+    summary = {"budget": budget, "runs": results, "rows": rows}
+    atomic_write_bytes(args.out / "results.json", json.dumps(summary, indent=1).encode())
     command = "python scripts/ablate_embeddings.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    (args.out / "results.md").write_text(f"`{command}` ({budget})\n\n{table}\n")
+    atomic_write_bytes(args.out / "results.md", f"`{command}` ({budget})\n\n{table}\n".encode())
     print(table)
     for path in plot(rows, args.out, budget):
         print(path)

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from timestep_embed import SinusoidalTable, get_timestep_embedding, sinusoidal_embedding, sinusoidal_embedding_np
+from timestep_embed.checkpoint import atomic_write_bytes
 from timestep_embed.timing import interleaved_medians
 
 TARGETS = (
@@ -179,13 +180,9 @@ def main(argv=None) -> int:
     print(markdown)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    for suffix, text in (
-        (".md", markdown),
-        (".json", json.dumps({"cells": cells, "accuracy": accuracy, "targets": targets}, indent=1)),
-    ):
-        tmp = out.with_suffix(suffix + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, out.with_suffix(suffix))
+    atomic_write_bytes(out.with_suffix(".md"), markdown.encode())
+    summary = {"cells": cells, "accuracy": accuracy, "targets": targets}
+    atomic_write_bytes(out.with_suffix(".json"), json.dumps(summary, indent=1).encode())
     print(f"wrote {out}.md and {out}.json")
     return 0
 

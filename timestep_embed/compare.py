@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from .checkpoint import atomic_write_bytes
 from .conventions import PRESETS, Convention, convention_to_diffusers, layout_permutation
 from .sinusoidal import sinusoidal_embedding, sinusoidal_embedding_np
 from .timing import interleaved_medians
@@ -137,12 +137,6 @@ def summary(rows: list[dict]) -> str:
     )
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="runs/compare", help="folder for compare.md and compare.json")
     parser.add_argument("--presets", nargs="+", default=list(BASE_PRESETS), choices=sorted(PRESETS))
@@ -160,7 +154,7 @@ def run_cli(args: argparse.Namespace) -> int:
     print(summary(rows))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out / "compare.md", f"{summary(rows)}\n\n{markdown}")
-    _atomic_write(out / "compare.json", json.dumps(rows, indent=1))
+    atomic_write_bytes(out / "compare.md", f"{summary(rows)}\n\n{markdown}".encode())
+    atomic_write_bytes(out / "compare.json", json.dumps(rows, indent=1).encode())
     print(f"wrote {out / 'compare.md'} and {out / 'compare.json'}")
     return 0

@@ -15,12 +15,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union
+
+from .checkpoint import atomic_write_bytes
 
 T = TypeVar("T")
 
@@ -292,18 +293,7 @@ def save_config(cfg: Any, path: str | os.PathLike) -> Path:
         text = yaml.safe_dump(data, sort_keys=False)
     else:
         text = json.dumps(data, indent=2) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def _deepcopy_dict(data: Mapping) -> dict:

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from timestep_embed import diffusion as D
+from timestep_embed.checkpoint import atomic_write_bytes
 from timestep_embed.config import DataConfig, DiffusionConfig, EvalConfig, SampleConfig, load_config
 from timestep_embed.distributed import Runtime, ThreadTuner, broadcast_float, cleanup, setup
 from timestep_embed.training_state import (
@@ -296,7 +297,7 @@ def run_training(
             if progress:
                 print(format_report(metrics))
         metrics["total_seconds"] = round(time.perf_counter() - wall0, 2)
-        (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
+        atomic_write_bytes(out / "metrics.json", (json.dumps(metrics, indent=2, default=str) + "\n").encode())
     cleanup()
     return metrics
 
