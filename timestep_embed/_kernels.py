@@ -108,7 +108,7 @@ def embed(t: torch.Tensor, plan: Plan, use_table: bool = True) -> torch.Tensor:
             emb = torch.empty(n, plan.dim, dtype=plan.dtype, device=t.device)
             _write_into(emb, args, plan)
             return emb
-        emb = _small(args, plan)
+        emb = sin_cos_layout(args, plan)
         return emb if emb.dtype == plan.dtype else emb.to(plan.dtype)
     # Large outputs: row chunks whose phases stay in cache, written into their final columns.
     out_dtype = plan.dtype if plan.dtype in (torch.float32, torch.float64) else torch.float32
@@ -157,7 +157,8 @@ def _from_table(t: torch.Tensor, plan: Plan) -> torch.Tensor | None:
     return torch.index_select(plan.table(t.device, int(high) + 1), 0, index)
 
 
-def _small(args: torch.Tensor, plan: Plan) -> torch.Tensor:
+def sin_cos_layout(args: torch.Tensor, plan: Plan) -> torch.Tensor:
+    """sin/cos of phases [N, h] arranged per the plan's layout, [N, dim]: three calls and one concatenation."""
     a, b = torch.sin(args), torch.cos(args)
     if plan.cos_first:
         a, b = b, a

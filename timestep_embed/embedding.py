@@ -12,11 +12,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ._kernels import Plan, sin_cos_layout
 from .conventions import Convention, resolve_convention
 from .fourier import FourierEmbedding
 from .mlp import TimestepMLP, call_children_directly
 from .sinusoidal import SinusoidalTable, frequencies, sinusoidal_embedding
-from .validation import check_dim
 
 __all__ = [
     "TIME_INPUTS",
@@ -130,7 +130,7 @@ class SinusoidalEmbedding(nn.Module):
         self.convention = resolve_convention(
             convention, layout=layout, first=first, freq_shift=freq_shift, max_period=max_period, scale=scale
         )
-        check_dim(dim, self.convention.freq_shift)
+        self._plan = Plan(dim, self.convention, torch.float32, precise)  # validates dim
         self.dim, self.precise = dim, bool(precise)
         conv = self.convention
         freqs = frequencies(dim, conv.freq_shift, conv.max_period, precise=self.precise).clone()
@@ -189,15 +189,7 @@ class SinusoidalEmbedding(nn.Module):
         args = x[:, None] * self.freqs[None, :].to(x.dtype)
         if self.convention.scale != 1.0:
             args = args * self.convention.scale
-        a, b = torch.sin(args), torch.cos(args)
-        if self.convention.first == "cos":
-            a, b = b, a
-        if self.convention.layout == "interleaved":
-            emb = torch.stack((a, b), dim=-1).flatten(1)
-        else:
-            emb = torch.cat((a, b), dim=1)
-        if self.dim % 2 == 1:
-            emb = nn.functional.pad(emb, (0, 1))
+        emb = sin_cos_layout(args, self._plan)  # the core's own few-call layout step
         return emb.float().reshape(*shape, self.dim)
 
 
