@@ -51,9 +51,12 @@ def test_defaults_match():
     assert torch.equal(timestep_embed.get_timestep_embedding(t, 32), diffusers_embedding(t, 32))
 
 
-def test_large_outputs_match():
+@pytest.mark.parametrize("dim, flip, shift, scale", [(1280, True, 0, 1), (1281, False, 1, 1), (257, True, 1, 2.5)])
+def test_large_outputs_match(dim, flip, shift, scale):
+    # > 2**17 phases: the row-chunked path that lays sin/cos straight into the output rows
     t = torch.rand(2048) * 1000
-    assert torch.equal(timestep_embed.get_timestep_embedding(t, 1280, True, 0), diffusers_embedding(t, 1280, True, 0))
+    ours = timestep_embed.get_timestep_embedding(t, dim, flip, shift, scale)
+    assert torch.equal(ours, diffusers_embedding(t, dim, flip, shift, scale))
 
 
 @settings(max_examples=80, deadline=None)

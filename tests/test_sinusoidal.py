@@ -195,6 +195,21 @@ def test_out_of_table_range_integers_fall_back_to_the_direct_path():
     assert torch.equal(sinusoidal_embedding(t, 64), direct)
 
 
+def test_large_batch_with_whole_min_and_max_but_fractional_values_inside_skips_the_table():
+    t = torch.tensor([0.0, 999.0] + [123.25] * 100)  # min and max are whole numbers, 123.25 is not
+    emb = sinusoidal_embedding(t, 64, "adm")
+    assert torch.equal(emb[2], sinusoidal_embedding(torch.tensor([123.25]), 64, "adm")[0])
+    assert torch.equal(emb[:2], sinusoidal_embedding(torch.tensor([0, 999]), 64, "adm"))
+
+
+@pytest.mark.parametrize("conv, dim", [("vaswani", 257), ("ddpm", 320), ("adm", 1281)])
+def test_row_chunked_large_path_equals_the_small_path(conv, dim):
+    t = torch.rand(3000, dtype=torch.float64) * 1000  # > 2**17 phases: several row chunks
+    large = sinusoidal_embedding(t, dim, conv)
+    pieces = torch.cat([sinusoidal_embedding(t[i : i + 50], dim, conv) for i in range(0, 3000, 50)])
+    assert torch.equal(large, pieces)
+
+
 def test_shared_timestep_batch_equals_rowwise():
     t = torch.full((600,), 123.456)
     emb = sinusoidal_embedding(t, 128, "adm")

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from .conventions import Convention
-from .validation import check_dim, check_dtype
+from .validation import ValueRange, check_dim, check_dtype, value_range_of
 
 # Below this many output elements, three calls and one concatenation beat writing into views
 # of a preallocated output; above it, writing in place saves a full copy of the output.
@@ -34,7 +34,7 @@ SMALL_OUTPUT = 1 << 17
 PRECISE_SMALL_OUTPUT = 1 << 13
 # Large outputs are computed in row chunks of about this many phases, so the intermediates stay
 # in cache instead of streaming [N, dim/2] temporaries through memory.
-CHUNK_PHASES = 1 << 15
+CHUNK_PHASES = 1 << 17
 # Integer timesteps use a cached table when the table would hold at most this many values.
 TABLE_MAX_ELEMENTS = 1 << 21
 _TWO_PI = 2.0 * math.pi
@@ -67,19 +67,24 @@ class Plan:
         self.interleaved = conv.layout == "interleaved"
         self.pad = dim % 2 == 1
         self.max_table_rows = TABLE_MAX_ELEMENTS // max(dim, 1)
+        self.use_table = not self.precise  # the table holds float32 rows of the float32 path
+        self.phase_dtype = torch.float64 if self.precise else torch.float32
+        self.small_output = PRECISE_SMALL_OUTPUT if self.precise else SMALL_OUTPUT
         self._freqs: dict[torch.device, torch.Tensor] = {}
         self._tables: dict[torch.device, torch.Tensor] = {}
 
     def freqs(self, device: torch.device) -> torch.Tensor:
-        freqs = self._freqs.get(device)
-        if freqs is None:
+        """``w_k`` [h] on ``device``: float32 exactly as diffusers computes them, or float64."""
+        try:
+            return self._freqs[device]
+        except KeyError:
             shift, period = float(self.conv.freq_shift), float(self.conv.max_period)
             if self.precise:
                 freqs = torch.from_numpy(float64_frequencies(self.half, shift, period)).to(device)
             else:
                 freqs = float32_frequencies(self.half, shift, period, device)
             self._freqs[device] = freqs
-        return freqs
+            return freqs
 
     def table(self, device: torch.device, rows: int) -> torch.Tensor:
         """Embeddings of the integers 0 .. >= rows-1, grown in powers of two (>= 1024 rows)."""
@@ -91,26 +96,33 @@ class Plan:
         return table
 
 
-def embed(t: torch.Tensor, plan: Plan, use_table: bool = True) -> torch.Tensor:
-    """Embed a validated 1-D timestep tensor [N] into [N, dim] of ``plan.dtype``."""
+def embed(t: torch.Tensor, plan: Plan, value_range: ValueRange | None = None, use_table: bool = True) -> torch.Tensor:
+    """Embed a validated 1-D timestep tensor [N] into [N, dim] of ``plan.dtype``.
+
+    ``value_range`` is what validation found (:func:`checked_timesteps`); None means "work it out".
+    """
     n = t.shape[0]
-    if use_table and not plan.precise:
-        emb = _from_table(t, plan)
+    if n == 0:
+        return torch.empty(0, plan.dim, dtype=plan.dtype, device=t.device)
+    if value_range is None:
+        value_range = value_range_of(t)
+    if use_table and plan.use_table:
+        emb = _from_table(t, plan, value_range)
         if emb is not None:
             return emb
-    if n > 1 and n * plan.dim > SMALL_OUTPUT and bool((t == t[0]).all()):
-        # One timestep for the whole batch (every sampling step): compute one row.
-        return embed(t[:1], plan, use_table).expand(n, plan.dim).contiguous()
-    small = PRECISE_SMALL_OUTPUT if plan.precise else SMALL_OUTPUT
-    if n * plan.dim <= small:
+    size = n * plan.dim
+    if size <= plan.small_output:
         args = _phases(t, plan)
         if plan.precise:  # float64 sin/cos, rounded once into the output dtype
             emb = torch.empty(n, plan.dim, dtype=plan.dtype, device=t.device)
-            _write_into(emb, args, plan)
+            _write_strided(emb, args, plan)
             return emb
         emb = sin_cos_layout(args, plan)
-        return emb if emb.dtype == plan.dtype else emb.to(plan.dtype)
-    # Large outputs: row chunks whose phases stay in cache, written into their final columns.
+        return emb if plan.dtype is torch.float32 else emb.to(plan.dtype)
+    if value_range.low == value_range.high:
+        # One timestep for the whole batch (every sampling step): compute one row.
+        return embed(t[:1], plan, value_range, use_table).expand(n, plan.dim).contiguous()
+    # Large outputs: row chunks whose phases stay in cache, each laid out straight into its rows.
     out_dtype = plan.dtype if plan.dtype in (torch.float32, torch.float64) else torch.float32
     out = torch.empty(n, plan.dim, dtype=out_dtype, device=t.device)
     reduce_phase = plan.precise and out_dtype == torch.float32
@@ -120,40 +132,32 @@ def embed(t: torch.Tensor, plan: Plan, use_table: bool = True) -> torch.Tensor:
         if reduce_phase:
             _precise_float32_into(out[start : start + rows], args, plan)
         else:
-            _write_into(out[start : start + rows], args, plan)
+            _layout_into(out[start : start + rows], torch.sin(args), torch.cos(args), plan)
     return out if out_dtype == plan.dtype else out.to(plan.dtype)
 
 
 def _phases(t: torch.Tensor, plan: Plan) -> torch.Tensor:
     """``scale * t * w_k``, [N, h]: float32 exactly as diffusers forms it, or float64 (precise)."""
-    args = torch.outer(t.double() if plan.precise else t.float(), plan.freqs(t.device))
+    if t.dtype is not plan.phase_dtype:
+        t = t.to(plan.phase_dtype)
+    args = torch.outer(t, plan.freqs(t.device))
     if plan.scale != 1.0:  # diffusers multiplies after the product; x * 1 is exact, so skip it
         args.mul_(plan.scale)
     return args
 
 
-def _from_table(t: torch.Tensor, plan: Plan) -> torch.Tensor | None:
+def _from_table(t: torch.Tensor, plan: Plan, value_range: ValueRange) -> torch.Tensor | None:
     """Rows of the cached table when every timestep is an integer (of any dtype) in its range.
 
     Integer-valued floats qualify too: their phase ``float32(k) * w`` is the table row's phase.
     Returns None when ``t`` leaves the table's range or holds a fractional value.
     """
-    n = t.shape[0]
-    if n == 0:
+    low, high, integral = value_range
+    if low < 0 or high >= plan.max_table_rows or integral is False:
         return None
-    floating = t.dtype.is_floating_point
-    if n <= 64 and t.device.type == "cpu":
-        values = t.tolist()
-        if floating and not all(v.is_integer() for v in values):
-            return None
-        low, high = min(values), max(values)
-    else:
-        if floating and not bool((t == torch.round(t)).all()):
-            return None
-        low, high = (float(v) for v in torch.aminmax(t))
-    if low < 0 or high >= plan.max_table_rows:
+    if integral is None and not bool((t == torch.round(t)).all()):
         return None
-    index = t.long() if floating else t
+    index = t.long() if t.dtype.is_floating_point else t
     return torch.index_select(plan.table(t.device, int(high) + 1), 0, index)
 
 
@@ -180,7 +184,21 @@ def _columns(out: torch.Tensor, plan: Plan) -> tuple[torch.Tensor, torch.Tensor]
     return (second, first) if plan.cos_first else (first, second)
 
 
-def _write_into(out: torch.Tensor, args: torch.Tensor, plan: Plan) -> None:
+def _layout_into(out: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor, plan: Plan) -> None:
+    """Write sin/cos [N, h] into ``out`` [N, dim] per the layout: one concatenation (or stack)
+    into ``out`` itself, which beats two strided writes (one vectorised call per contiguous run)."""
+    a, b = (cos, sin) if plan.cos_first else (sin, cos)
+    body = out[:, : 2 * plan.half] if plan.pad else out
+    if plan.interleaved:
+        torch.stack((a, b), dim=2, out=body.unflatten(1, (plan.half, 2)))
+    else:
+        torch.cat((a, b), dim=1, out=body)
+    if plan.pad:
+        out[:, -1] = 0
+
+
+def _write_strided(out: torch.Tensor, args: torch.Tensor, plan: Plan) -> None:
+    """sin/cos of ``args`` written straight into their columns of ``out`` (any dtype)."""
     sin_cols, cos_cols = _columns(out, plan)
     torch.sin(args, out=sin_cols)
     torch.cos(args, out=cos_cols)

@@ -30,7 +30,7 @@ import torch
 
 from ._kernels import Plan, embed, float32_frequencies, float64_frequencies
 from .conventions import Convention, convention_from_diffusers, resolve_convention
-from .validation import as_timestep_tensor, check_dim
+from .validation import check_dim, checked_timesteps
 
 __all__ = [
     "frequencies",
@@ -122,10 +122,10 @@ def sinusoidal_embedding(
         Tensor ``[*timesteps.shape, dim]`` of ``dtype``.
     """
     plan = _get_plan(dim, convention, layout, first, freq_shift, max_period, scale, dtype, precise)
-    t = as_timestep_tensor(timesteps, device=device)
+    t, value_range = checked_timesteps(timesteps, device=device)
     if t.dim() == 1:
-        return embed(t, plan)
-    return embed(t.reshape(-1), plan).reshape(*t.shape, dim)
+        return embed(t, plan, value_range)
+    return embed(t.reshape(-1), plan, value_range).reshape(*t.shape, dim)
 
 
 def sinusoidal_embedding_np(timesteps, dim: int, convention: str | Convention | None = None, **options) -> np.ndarray:
@@ -164,10 +164,10 @@ def get_timestep_embedding(
     Accepts any batch shape (diffusers asserts 1-D); returns ``[..., embedding_dim]`` float32.
     """
     plan = _diffusers_plan(embedding_dim, bool(flip_sin_to_cos), downscale_freq_shift, scale, max_period)
-    t = as_timestep_tensor(timesteps)
+    t, value_range = checked_timesteps(timesteps)
     if t.dim() == 1:
-        return embed(t, plan)
-    return embed(t.reshape(-1), plan).reshape(*t.shape, embedding_dim)
+        return embed(t, plan, value_range)
+    return embed(t.reshape(-1), plan, value_range).reshape(*t.shape, embedding_dim)
 
 
 @lru_cache(maxsize=256)

@@ -6,11 +6,20 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
-__all__ = ["as_timestep_tensor", "check_dim", "check_dtype", "LowPrecisionTimestepWarning"]
+__all__ = [
+    "as_timestep_tensor",
+    "checked_timesteps",
+    "check_dim",
+    "check_dtype",
+    "LowPrecisionTimestepWarning",
+    "ValueRange",
+    "value_range_of",
+]
 
 # Largest integer below which every integer is exact: 2 ** (mantissa bits + 1).
 _EXACT_INTEGER_LIMIT = {torch.float16: 2048, torch.bfloat16: 256}
@@ -40,7 +49,20 @@ def check_dtype(dtype) -> None:
         raise TypeError(f"dtype must be a floating torch.dtype (e.g. torch.float32), got {dtype!r}")
 
 
-_FAST_INT_DTYPES = (torch.int64, torch.int32)
+# Up to this many CPU timesteps, one ``tolist()`` and Python checks beat tensor reductions.
+SMALL_BATCH = 64
+
+
+class ValueRange(NamedTuple):
+    """What the fast paths need to know about a batch of timesteps, found during validation.
+
+    ``low``/``high``: min and max (NaN when some value is NaN or inf). ``integral``: every value
+    is a whole number (True for integer dtypes; None when not checked: large floating batches).
+    """
+
+    low: float
+    high: float
+    integral: bool | None
 
 
 def as_timestep_tensor(timesteps, device=None) -> torch.Tensor:
@@ -51,23 +73,55 @@ def as_timestep_tensor(timesteps, device=None) -> torch.Tensor:
     warns (:class:`LowPrecisionTimestepWarning`) about float16/bfloat16 timesteps that look
     rounded.
     """
+    return checked_timesteps(timesteps, device)[0]
+
+
+def checked_timesteps(timesteps, device=None) -> tuple[torch.Tensor, ValueRange | None]:
+    """:func:`as_timestep_tensor` plus the batch's :class:`ValueRange` (None when empty).
+
+    Floating timesteps get their range from the finiteness check itself (one ``aminmax``, whose
+    min and max are NaN or inf exactly when some element is); integer ones get it here too.
+    """
     if isinstance(timesteps, torch.Tensor):
         t = timesteps if device is None else timesteps.to(device)
     else:
         t = _from_python_or_numpy(timesteps, device)
     dtype = t.dtype
-    if dtype in _FAST_INT_DTYPES:  # the common case, nothing to check
-        return t
+    if dtype == torch.bool or dtype.is_complex:
+        raise TypeError(f"timesteps must be an integer or floating tensor, got dtype {dtype}")
+    value_range = value_range_of(t)
     if dtype.is_floating_point:
-        if not _all_finite(t):
+        if value_range is not None and not (math.isfinite(value_range.low) and math.isfinite(value_range.high)):
             bad = t[~torch.isfinite(t)].flatten()[:3].tolist()
             raise ValueError(f"timesteps must be finite, got non-finite values such as {bad}")
         if dtype in _EXACT_INTEGER_LIMIT:
-            _warn_if_rounded(t)
-        return t
-    if dtype == torch.bool or dtype.is_complex:
-        raise TypeError(f"timesteps must be an integer or floating tensor, got dtype {dtype}")
-    return t
+            _warn_if_rounded(t, value_range)
+    return t, value_range
+
+
+def value_range_of(t: torch.Tensor) -> ValueRange | None:
+    """The :class:`ValueRange` of ``t`` (None when empty): a ``tolist()`` for small CPU batches,
+    else one ``aminmax``."""
+    n = t.numel()
+    if n == 0:
+        return None
+    floating = t.dtype.is_floating_point
+    if n <= SMALL_BATCH and t.is_cpu:
+        values = t.tolist() if t.dim() == 1 else t.reshape(-1).tolist()
+        if not floating:
+            return ValueRange(min(values), max(values), True)
+        # A finite sum proves every value finite (NaN and inf propagate); only an overflowing
+        # or non-finite sum needs the per-value test.
+        if not math.isfinite(sum(values)) and not all(map(math.isfinite, values)):
+            return ValueRange(math.nan, math.nan, False)
+        return ValueRange(min(values), max(values), all(map(float.is_integer, values)))
+    low, high = torch.aminmax(t if t.dim() == 1 else t.reshape(-1))  # NaN propagates to both
+    low, high = low.item(), high.item()
+    if not floating:
+        return ValueRange(low, high, True)
+    # A fractional min or max settles "not all whole numbers" for free; else it stays unchecked.
+    maybe_integral = math.isfinite(low) and math.isfinite(high) and low.is_integer() and high.is_integer()
+    return ValueRange(low, high, None if maybe_integral else False)
 
 
 def _from_python_or_numpy(timesteps, device) -> torch.Tensor:
@@ -87,28 +141,17 @@ def _from_python_or_numpy(timesteps, device) -> torch.Tensor:
     return t if device is None else t.to(device)
 
 
-def _all_finite(t: torch.Tensor) -> bool:
-    # Cheapest exact test first: a finite sum proves every element finite (NaN and inf
-    # propagate); only an overflowing or non-finite sum needs the elementwise check.
-    if t.numel() <= 64 and t.device.type == "cpu":
-        values = t.tolist() if t.dim() == 1 else t.reshape(-1).tolist()
-        return all(map(math.isfinite, values))
-    if math.isfinite(float(t.sum(dtype=torch.float64))):
-        return True
-    return bool(torch.isfinite(t).all())
-
-
-def _warn_if_rounded(t: torch.Tensor) -> None:
+def _warn_if_rounded(t: torch.Tensor, value_range: ValueRange | None) -> None:
     """Half-precision timesteps: warn when they hold values their dtype can't have stored exactly.
 
     Once a timestep is float16/bfloat16 its original value is gone (bfloat16 stores 999 as 1000,
     float16 stores 998.4 as 998.5), so the test is on what such rounding leaves behind: integers
     beyond the range where the dtype holds every integer, or any fractional value at all.
     """
-    if t.numel() == 0:
+    if value_range is None:
         return
     limit = _EXACT_INTEGER_LIMIT[t.dtype]
-    largest = float(t.abs().max())
+    largest = max(abs(value_range.low), abs(value_range.high))
     fractional = bool((t != torch.round(t)).any())
     if largest > limit or fractional:
         spacing = float(torch.finfo(t.dtype).eps) * 2 ** np.floor(np.log2(max(largest, 1e-30)))
