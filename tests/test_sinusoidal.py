@@ -100,10 +100,22 @@ def test_precise_path_error_is_below_2e_7_up_to_1e6(t, dim, conv, scale):
     assert np.abs(emb - sinusoidal_embedding_np(t, dim, conv, scale=scale)).max() <= 2e-7
 
 
-def test_precise_large_batch_uses_reduced_path_and_stays_accurate():
-    t = torch.rand(3000, dtype=torch.float64) * 1e6
-    emb = sinusoidal_embedding(t, 640, "adm", precise=True)
-    assert np.abs(emb.double().numpy() - sinusoidal_embedding_np(t.numpy(), 640, "adm")).max() <= 2e-7
+@pytest.mark.parametrize("n", [4, 3000])  # one float64 sin / row chunks of corrected float32
+@pytest.mark.parametrize("t_max, scale", [(1000.0, 1.0), (1e6, 1.0), (1000.0, 50.0)])  # |phase| <= 4096 or not
+@pytest.mark.parametrize("conv, dim", [("adm", 640), ("vaswani", 257), ("ddpm", 33)])
+def test_every_precise_path_stays_below_2e_7(n, t_max, scale, conv, dim):
+    t = torch.rand(n, dtype=torch.float64, generator=torch.Generator().manual_seed(n)) * t_max
+    emb = sinusoidal_embedding(t, dim, conv, scale=scale, precise=True)
+    assert emb.dtype == torch.float32
+    assert np.abs(emb.double().numpy() - sinusoidal_embedding_np(t.numpy(), dim, conv, scale=scale)).max() <= 2e-7
+
+
+@pytest.mark.parametrize("n", [4, 3000])
+def test_float64_output_is_float64_accurate(n):
+    t = torch.rand(n, dtype=torch.float64) * 1000
+    emb = sinusoidal_embedding(t, 257, "vaswani", dtype=torch.float64)
+    assert emb.dtype == torch.float64
+    assert np.abs(emb.numpy() - sinusoidal_embedding_np(t.numpy(), 257, "vaswani")).max() <= 1e-12
 
 
 def test_default_float32_path_has_the_expected_float32_phase_error():

@@ -4,17 +4,18 @@ A :class:`Plan` holds everything about a call that does not depend on the timest
 once and cached), so a call costs a handful of torch operations:
 
 * small outputs: ``outer`` -> ``sin``, ``cos`` -> one ``cat``/``stack`` (fewest Python calls);
-* large outputs: row chunks (phases stay in cache), ``sin``/``cos`` written straight into their
-  final columns (no concatenation copies);
+* large outputs: row chunks (phases stay in cache), each laid out by one ``cat``/``stack``
+  straight into its rows of the preallocated output;
 * integer timesteps in [0, rows): a gather from a cached table of those rows, built by the
   same kernels, so the values are bit-identical to the direct path;
 * one timestep shared by the whole batch (every sampling step): one row, then a copy;
-* ``precise``: float64 phases; large outputs reduce modulo 2*pi in float64 and correct a
-  float32 sin/cos to first order, which is float32-fast and float64-accurate.
+* ``precise``: float64 phases, see :mod:`timestep_embed._precise`.
 
 The float32 phase is formed with exactly diffusers' operations (float32 frequencies from
 ``exp(-ln(max_period) * arange(h) / (h - shift))``, ``t.float() * w``, then ``* scale``), and
 torch's sin/cos are elementwise and position-independent, so every path gives diffusers' bits.
+(Per value, torch's CPU sin/cos cost several times a multiply or a copy: the benchmark's
+"sin floor" column. Bit-identity rules out any cheaper sin, so that is the floor here too.)
 """
 
 from __future__ import annotations
@@ -24,20 +25,17 @@ import math
 import numpy as np
 import torch
 
+from . import _precise
 from .conventions import Convention
 from .validation import ValueRange, check_dim, check_dtype, value_range_of
 
-# Below this many output elements, three calls and one concatenation beat writing into views
-# of a preallocated output; above it, writing in place saves a full copy of the output.
+# Up to this many output elements, one pass of outer/sin/cos/cat over the whole batch; above it,
+# row chunks written into a preallocated output (no [N, dim/2] temporaries through memory).
 SMALL_OUTPUT = 1 << 17
-# float64 sin/cos cost ~2.5x float32 per value; past this size the reduced float32 path wins.
-PRECISE_SMALL_OUTPUT = 1 << 13
-# Large outputs are computed in row chunks of about this many phases, so the intermediates stay
-# in cache instead of streaming [N, dim/2] temporaries through memory.
+# Large outputs are computed in row chunks of about this many phases (measured best of 2**15..2**19).
 CHUNK_PHASES = 1 << 17
 # Integer timesteps use a cached table when the table would hold at most this many values.
 TABLE_MAX_ELEMENTS = 1 << 21
-_TWO_PI = 2.0 * math.pi
 
 
 def float32_frequencies(half: int, freq_shift: float, max_period: float, device) -> torch.Tensor:
@@ -68,23 +66,42 @@ class Plan:
         self.pad = dim % 2 == 1
         self.max_table_rows = TABLE_MAX_ELEMENTS // max(dim, 1)
         self.use_table = not self.precise  # the table holds float32 rows of the float32 path
-        self.phase_dtype = torch.float64 if self.precise else torch.float32
-        self.small_output = PRECISE_SMALL_OUTPUT if self.precise else SMALL_OUTPUT
+        self.freqs64 = float64_frequencies(self.half, float(conv.freq_shift), float(conv.max_period))
+        self.max_freq = float(self.freqs64.max(initial=0.0))
         self._freqs: dict[torch.device, torch.Tensor] = {}
         self._tables: dict[torch.device, torch.Tensor] = {}
+        self._column_rows: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def freqs(self, device: torch.device) -> torch.Tensor:
         """``w_k`` [h] on ``device``: float32 exactly as diffusers computes them, or float64."""
         try:
             return self._freqs[device]
         except KeyError:
-            shift, period = float(self.conv.freq_shift), float(self.conv.max_period)
             if self.precise:
-                freqs = torch.from_numpy(float64_frequencies(self.half, shift, period)).to(device)
+                freqs = torch.from_numpy(self.freqs64).to(device)
             else:
-                freqs = float32_frequencies(self.half, shift, period, device)
+                freqs = float32_frequencies(self.half, float(self.conv.freq_shift), float(self.conv.max_period), device)
             self._freqs[device] = freqs
             return freqs
+
+    def column_rows(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """float64 rows [1, dim]: per-column frequency and phase offset (precise path)."""
+        rows = self._column_rows.get(device)
+        if rows is None:
+            freqs, offsets = _precise.column_phases(self)
+            rows = tuple(torch.from_numpy(a).to(device).unsqueeze(0) for a in (freqs, offsets))
+            self._column_rows[device] = rows
+        return rows
+
+    def columns(self, out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Views of ``out`` [N, dim] that hold the sin and the cos values, per the layout."""
+        half = self.half
+        if self.interleaved:
+            pairs = out[:, : 2 * half].unflatten(1, (half, 2))
+            first, second = pairs[:, :, 0], pairs[:, :, 1]
+        else:
+            first, second = out[:, :half], out[:, half : 2 * half]
+        return (second, first) if self.cos_first else (first, second)
 
     def table(self, device: torch.device, rows: int) -> torch.Tensor:
         """Embeddings of the integers 0 .. >= rows-1, grown in powers of two (>= 1024 rows)."""
@@ -111,36 +128,26 @@ def embed(t: torch.Tensor, plan: Plan, value_range: ValueRange | None = None, us
         if emb is not None:
             return emb
     size = n * plan.dim
-    if size <= plan.small_output:
-        args = _phases(t, plan)
-        if plan.precise:  # float64 sin/cos, rounded once into the output dtype
-            emb = torch.empty(n, plan.dim, dtype=plan.dtype, device=t.device)
-            _write_strided(emb, args, plan)
-            return emb
-        emb = sin_cos_layout(args, plan)
-        return emb if plan.dtype is torch.float32 else emb.to(plan.dtype)
-    if value_range.low == value_range.high:
+    if size > SMALL_OUTPUT and value_range.low == value_range.high:
         # One timestep for the whole batch (every sampling step): compute one row.
         return embed(t[:1], plan, value_range, use_table).expand(n, plan.dim).contiguous()
+    if plan.precise:
+        return _precise.embed_precise(t, plan, max(abs(value_range.low), abs(value_range.high)))
+    if size <= SMALL_OUTPUT:
+        emb = sin_cos_layout(_phases(t, plan), plan)
+        return emb if plan.dtype is torch.float32 else emb.to(plan.dtype)
     # Large outputs: row chunks whose phases stay in cache, each laid out straight into its rows.
-    out_dtype = plan.dtype if plan.dtype in (torch.float32, torch.float64) else torch.float32
-    out = torch.empty(n, plan.dim, dtype=out_dtype, device=t.device)
-    reduce_phase = plan.precise and out_dtype == torch.float32
+    out = torch.empty(n, plan.dim, device=t.device)
     rows = max(1, CHUNK_PHASES // max(plan.half, 1))
     for start in range(0, n, rows):
         args = _phases(t[start : start + rows], plan)
-        if reduce_phase:
-            _precise_float32_into(out[start : start + rows], args, plan)
-        else:
-            _layout_into(out[start : start + rows], torch.sin(args), torch.cos(args), plan)
-    return out if out_dtype == plan.dtype else out.to(plan.dtype)
+        _layout_into(out[start : start + rows], torch.sin(args), torch.cos(args), plan)
+    return out if plan.dtype is torch.float32 else out.to(plan.dtype)
 
 
 def _phases(t: torch.Tensor, plan: Plan) -> torch.Tensor:
-    """``scale * t * w_k``, [N, h]: float32 exactly as diffusers forms it, or float64 (precise)."""
-    if t.dtype is not plan.phase_dtype:
-        t = t.to(plan.phase_dtype)
-    args = torch.outer(t, plan.freqs(t.device))
+    """``scale * t * w_k``, [N, h] float32, exactly as diffusers forms it."""
+    args = torch.outer(t if t.dtype is torch.float32 else t.float(), plan.freqs(t.device))
     if plan.scale != 1.0:  # diffusers multiplies after the product; x * 1 is exact, so skip it
         args.mul_(plan.scale)
     return args
@@ -173,17 +180,6 @@ def sin_cos_layout(args: torch.Tensor, plan: Plan) -> torch.Tensor:
     return torch.nn.functional.pad(emb, (0, 1)) if plan.pad else emb
 
 
-def _columns(out: torch.Tensor, plan: Plan) -> tuple[torch.Tensor, torch.Tensor]:
-    """Views of ``out`` [N, dim] that hold the sin and the cos values, per the layout."""
-    half = plan.half
-    if plan.interleaved:
-        pairs = out[:, : 2 * half].unflatten(1, (half, 2))
-        first, second = pairs[:, :, 0], pairs[:, :, 1]
-    else:
-        first, second = out[:, :half], out[:, half : 2 * half]
-    return (second, first) if plan.cos_first else (first, second)
-
-
 def _layout_into(out: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor, plan: Plan) -> None:
     """Write sin/cos [N, h] into ``out`` [N, dim] per the layout: one concatenation (or stack)
     into ``out`` itself, which beats two strided writes (one vectorised call per contiguous run)."""
@@ -193,33 +189,5 @@ def _layout_into(out: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor, plan: 
         torch.stack((a, b), dim=2, out=body.unflatten(1, (plan.half, 2)))
     else:
         torch.cat((a, b), dim=1, out=body)
-    if plan.pad:
-        out[:, -1] = 0
-
-
-def _write_strided(out: torch.Tensor, args: torch.Tensor, plan: Plan) -> None:
-    """sin/cos of ``args`` written straight into their columns of ``out`` (any dtype)."""
-    sin_cols, cos_cols = _columns(out, plan)
-    torch.sin(args, out=sin_cols)
-    torch.cos(args, out=cos_cols)
-    if plan.pad:
-        out[:, -1] = 0
-
-
-def _precise_float32_into(out: torch.Tensor, args64: torch.Tensor, plan: Plan) -> None:
-    """sin/cos of float64 phases [N, h] into float32 ``out`` [N, dim], error <= ~1e-7.
-
-    Reduces the phase to [-pi, pi] in float64, splits it into float32 ``hi + lo`` and uses
-    ``sin(hi + lo) = sin(hi) + cos(hi) * lo`` (the dropped term, lo**2 / 2, is below 1e-14):
-    float32 sin/cos speed with float64 phase accuracy.
-    """
-    turns = torch.mul(args64, 1.0 / _TWO_PI).round_()
-    reduced = args64.sub_(turns, alpha=_TWO_PI)  # in [-pi, pi], float64
-    hi = reduced.float()
-    lo = reduced.sub_(turns.copy_(hi)).float()  # the float32 rounding error of hi
-    sin_hi, cos_hi = torch.sin(hi), torch.cos(hi)
-    sin_cols, cos_cols = _columns(out, plan)
-    torch.addcmul(sin_hi, cos_hi, lo, out=sin_cols)
-    torch.addcmul(cos_hi, sin_hi, lo, value=-1, out=cos_cols)
     if plan.pad:
         out[:, -1] = 0
