@@ -110,6 +110,23 @@ def test_every_precise_path_stays_below_2e_7(n, t_max, scale, conv, dim):
     assert np.abs(emb.double().numpy() - sinusoidal_embedding_np(t.numpy(), dim, conv, scale=scale)).max() <= 2e-7
 
 
+def test_precise_integer_timesteps_use_a_float64_table_rounded_once():
+    t = torch.randint(0, 1000, (3000,), generator=torch.Generator().manual_seed(0))
+    via_table = sinusoidal_embedding(t, 320, "adm", precise=True)
+    # the direct small path (a fractional value in the batch keeps it off the table)
+    direct = torch.cat(
+        [
+            sinusoidal_embedding(torch.cat([t[i : i + 16].double(), torch.tensor([0.5])]), 320, "adm", precise=True)[
+                :-1
+            ]
+            for i in range(0, 3000, 16)
+        ]
+    )
+    assert torch.equal(via_table, direct)
+    error = np.abs(via_table.double().numpy() - sinusoidal_embedding_np(t.numpy(), 320, "adm")).max()
+    assert error <= 2.0**-25 * 1.01  # float64 values rounded once to float32: half an ulp of 1
+
+
 @pytest.mark.parametrize("n", [4, 3000])
 def test_float64_output_is_float64_accurate(n):
     t = torch.rand(n, dtype=torch.float64) * 1000

@@ -65,7 +65,6 @@ class Plan:
         self.interleaved = conv.layout == "interleaved"
         self.pad = dim % 2 == 1
         self.max_table_rows = TABLE_MAX_ELEMENTS // max(dim, 1)
-        self.use_table = not self.precise  # the table holds float32 rows of the float32 path
         self.freqs64 = float64_frequencies(self.half, float(conv.freq_shift), float(conv.max_period))
         self.max_freq = float(self.freqs64.max(initial=0.0))
         self._freqs: dict[torch.device, torch.Tensor] = {}
@@ -93,22 +92,32 @@ class Plan:
             self._column_rows[device] = rows
         return rows
 
-    def columns(self, out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Views of ``out`` [N, dim] that hold the sin and the cos values, per the layout."""
-        half = self.half
+    def layout_into(self, out: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor) -> None:
+        """Write sin/cos [N, h] into ``out`` [N, dim] per the layout: one concatenation (or
+        stack) into ``out`` itself, which beats two strided writes."""
+        a, b = (cos, sin) if self.cos_first else (sin, cos)
+        body = out[:, : 2 * self.half] if self.pad else out
         if self.interleaved:
-            pairs = out[:, : 2 * half].unflatten(1, (half, 2))
-            first, second = pairs[:, :, 0], pairs[:, :, 1]
+            torch.stack((a, b), dim=2, out=body.unflatten(1, (self.half, 2)))
         else:
-            first, second = out[:, :half], out[:, half : 2 * half]
-        return (second, first) if self.cos_first else (first, second)
+            torch.cat((a, b), dim=1, out=body)
+        if self.pad:
+            out[:, -1] = 0
 
     def table(self, device: torch.device, rows: int) -> torch.Tensor:
-        """Embeddings of the integers 0 .. >= rows-1, grown in powers of two (>= 1024 rows)."""
+        """Embeddings of the integers 0 .. >= rows-1, grown in powers of two (>= 1024 rows).
+
+        Built by the direct path's own kernels: float32 rows are bit-identical to it; precise
+        rows are float64 sines rounded once (the small precise path, exactly).
+        """
         table = self._tables.get(device)
         if table is None or table.shape[0] < rows:
             size = min(max(1024, 1 << (rows - 1).bit_length()), self.max_table_rows)
-            table = embed(torch.arange(size, device=device), self, use_table=False)
+            positions = torch.arange(size, device=device)
+            if self.precise:
+                table = _precise.float64_embedding(positions, self).to(self.dtype)
+            else:
+                table = embed(positions, self, use_table=False)
             self._tables[device] = table
         return table
 
@@ -123,7 +132,7 @@ def embed(t: torch.Tensor, plan: Plan, value_range: ValueRange | None = None, us
         return torch.empty(0, plan.dim, dtype=plan.dtype, device=t.device)
     if value_range is None:
         value_range = value_range_of(t)
-    if use_table and plan.use_table:
+    if use_table:
         emb = _from_table(t, plan, value_range)
         if emb is not None:
             return emb
@@ -141,7 +150,7 @@ def embed(t: torch.Tensor, plan: Plan, value_range: ValueRange | None = None, us
     rows = max(1, CHUNK_PHASES // max(plan.half, 1))
     for start in range(0, n, rows):
         args = _phases(t[start : start + rows], plan)
-        _layout_into(out[start : start + rows], torch.sin(args), torch.cos(args), plan)
+        plan.layout_into(out[start : start + rows], torch.sin(args), torch.cos(args))
     return out if plan.dtype is torch.float32 else out.to(plan.dtype)
 
 
@@ -178,16 +187,3 @@ def sin_cos_layout(args: torch.Tensor, plan: Plan) -> torch.Tensor:
     else:
         emb = torch.cat((a, b), dim=1)
     return torch.nn.functional.pad(emb, (0, 1)) if plan.pad else emb
-
-
-def _layout_into(out: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor, plan: Plan) -> None:
-    """Write sin/cos [N, h] into ``out`` [N, dim] per the layout: one concatenation (or stack)
-    into ``out`` itself, which beats two strided writes (one vectorised call per contiguous run)."""
-    a, b = (cos, sin) if plan.cos_first else (sin, cos)
-    body = out[:, : 2 * plan.half] if plan.pad else out
-    if plan.interleaved:
-        torch.stack((a, b), dim=2, out=body.unflatten(1, (plan.half, 2)))
-    else:
-        torch.cat((a, b), dim=1, out=body)
-    if plan.pad:
-        out[:, -1] = 0

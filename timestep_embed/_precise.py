@@ -56,9 +56,7 @@ def embed_precise(t: torch.Tensor, plan: Plan, max_abs_t: float) -> torch.Tensor
     """Precise embedding of 1-D ``t`` [N] into [N, dim] of ``plan.dtype``."""
     n = t.shape[0]
     if n * plan.dim <= SMALL_OUTPUT or plan.dtype == torch.float64:
-        freqs, offsets = plan.column_rows(t.device)
-        # float64 by type promotion (t converts exactly); [N, dim]
-        emb = torch.addcmul(offsets, t.unsqueeze(1), freqs).sin_()
+        emb = float64_embedding(t, plan)
         return emb if plan.dtype == torch.float64 else emb.to(plan.dtype)
     t64 = t.double()
     out = torch.empty(n, plan.dim, dtype=torch.float32, device=t.device)
@@ -73,6 +71,12 @@ def embed_precise(t: torch.Tensor, plan: Plan, max_abs_t: float) -> torch.Tensor
     return out if plan.dtype == torch.float32 else out.to(plan.dtype)
 
 
+def float64_embedding(t: torch.Tensor, plan: Plan) -> torch.Tensor:
+    """[N] -> float64 [N, dim]: one ``sin`` of ``t * freq_j + offset_j`` (see column_phases)."""
+    freqs, offsets = plan.column_rows(t.device)
+    return torch.addcmul(offsets, t.unsqueeze(1), freqs).sin_()  # float64 by promotion, t exact
+
+
 def _corrected_float32_into(out: torch.Tensor, phases: torch.Tensor, plan: Plan, reduce: bool) -> None:
     """sin/cos of float64 ``phases`` [N, h] (overwritten) into float32 ``out`` [N, dim]."""
     if reduce:  # to [-pi, pi], so that float32 holds the phase to 2**-22
@@ -81,8 +85,4 @@ def _corrected_float32_into(out: torch.Tensor, phases: torch.Tensor, plan: Plan,
     hi = phases.float()
     lo = phases.sub_(hi).float()  # the float32 rounding error of hi
     sin_hi, cos_hi = torch.sin(hi), torch.cos(hi)
-    sin_cols, cos_cols = plan.columns(out)
-    torch.addcmul(sin_hi, cos_hi, lo, out=sin_cols)
-    torch.addcmul(cos_hi, sin_hi, lo, value=-1, out=cos_cols)
-    if plan.pad:
-        out[:, -1] = 0
+    plan.layout_into(out, torch.addcmul(sin_hi, cos_hi, lo), torch.addcmul(cos_hi, sin_hi, lo, value=-1))
