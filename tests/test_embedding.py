@@ -79,6 +79,13 @@ def test_sinusoidal_module_keeps_exact_values_through_half():
     assert torch.equal(m(t), expected) and torch.equal(m.traceable(t.float()), expected)
 
 
+def test_precise_module_keeps_float64_rows_through_half():
+    t = torch.rand(7, generator=torch.Generator().manual_seed(0)) * 1000
+    m = SinusoidalEmbedding(33, "vaswani", precise=True).half()
+    assert m.freqs.dtype == m.column_freqs.dtype == m.column_offsets.dtype == torch.float64
+    assert torch.equal(m.traceable(t), sinusoidal_embedding(t, 33, "vaswani", precise=True))
+
+
 def test_sinusoidal_module_out_of_table_steps_fall_back_to_core():
     m = SinusoidalEmbedding(16, "ddpm", num_timesteps=10)
     t = torch.tensor([[3, 10], [-2, 4000]])

@@ -102,8 +102,8 @@ class SinusoidalEmbedding(nn.Module):
     * under ``torch.compile`` / ``torch.export``, or when ``t`` requires grad: plain torch ops
       over the frequency buffer (the core's exact float32 operations), traceable without
       data-dependent checks, no recompiles across batch sizes, differentiable in ``t``. With
-      ``precise=True`` it rounds float64 sin/cos once; the core's large-output precise kernel
-      can differ from that by one float32 ulp (6e-8).
+      ``precise=True`` it is the core's small-output float64 path; the core's large-output
+      precise kernel can differ from that by one float32 ulp (6e-8).
 
     Args:
         dim: output width (odd widths end with a zero column).
@@ -135,6 +135,11 @@ class SinusoidalEmbedding(nn.Module):
         conv = self.convention
         freqs = frequencies(dim, conv.freq_shift, conv.max_period, precise=self.precise).clone()
         self.register_buffer("freqs", freqs, persistent=False)
+        # precise: per-column frequency and phase offset rows [1, dim] (cos = sin(x + pi/2)), the
+        # core's small precise path operation for operation
+        columns = self._column_rows(freqs.device) if self.precise else (None, None)
+        self.register_buffer("column_freqs", columns[0], persistent=False)
+        self.register_buffer("column_offsets", columns[1], persistent=False)
         self.num_timesteps = num_timesteps
         table = None
         if num_timesteps is not None:
@@ -151,6 +156,8 @@ class SinusoidalEmbedding(nn.Module):
             self.freqs = frequencies(
                 self.dim, conv.freq_shift, conv.max_period, device=device, precise=self.precise
             ).clone()
+        if self.precise and self.column_freqs.dtype != torch.float64:
+            self.column_freqs, self.column_offsets = self._column_rows(device)
         if self.table is not None and self.table.dtype != torch.float32:
             self.table = SinusoidalTable(self.num_timesteps, self.dim, conv, precise=self.precise, device=device).table
         return self
@@ -181,16 +188,23 @@ class SinusoidalEmbedding(nn.Module):
                 pass  # a step outside 0..num_timesteps-1: compute it directly
         return sinusoidal_embedding(t, self.dim, self.convention, precise=self.precise, device=self.freqs.device)
 
+    def _column_rows(self, device) -> tuple[torch.Tensor, torch.Tensor]:
+        return tuple(row.to(device).clone() for row in self._plan.column_rows(torch.device("cpu")))
+
     def traceable(self, t: torch.Tensor) -> torch.Tensor:
-        """The core's float32 (or float64 ``precise``) operations over the buffer, no checks."""
+        """The core's float32 (or small-output float64 ``precise``) operations over the buffers,
+        no checks."""
         shape = t.shape
-        x = t.reshape(-1)
-        x = x.double() if self.precise else x.float()
-        args = x[:, None] * self.freqs[None, :].to(x.dtype)
+        if self.precise:
+            x = t.reshape(-1, 1).double()
+            emb = torch.addcmul(self.column_offsets, x, self.column_freqs).sin()
+            return emb.float().reshape(*shape, self.dim)
+        x = t.reshape(-1).float()
+        args = x[:, None] * self.freqs[None, :]
         if self.convention.scale != 1.0:
             args = args * self.convention.scale
         emb = sin_cos_layout(args, self._plan)  # the core's own few-call layout step
-        return emb.float().reshape(*shape, self.dim)
+        return emb.reshape(*shape, self.dim)
 
 
 # --------------------------------------------------------------------------------------------
