@@ -15,10 +15,11 @@ An odd ``dim`` gets one zero column at the end, as diffusers does.
 
 The default path computes the argument in float32 with exactly the operations of
 ``diffusers.models.embeddings.get_timestep_embedding``, so its numbers are bit-identical to
-diffusers wherever diffusers has the option. ``precise=True`` forms the argument and evaluates
-sin/cos in float64 and rounds once at the end: max error <= 1e-7 against the float64 reference
-for |t| <= 1e6, where the float32 path loses ~5e-2 (the float32 argument itself is off by up
-to half an ulp of t * w_k).
+diffusers wherever diffusers has the option. ``precise=True`` forms the argument in float64
+(then float64 sin for small outputs, or a float32 sin/cos corrected to first order by the
+argument's float32 rounding error for large ones; see ``_precise``): max error <= 1e-7 against
+the float64 reference for |t| <= 1e6, where the float32 path loses ~5e-2 (the float32 argument
+itself is off by up to half an ulp of t * w_k).
 """
 
 from __future__ import annotations
@@ -115,8 +116,8 @@ def sinusoidal_embedding(
         max_period: the longest period, reached (shift 1) or approached (shift 0) by w_{h-1}.
         scale: multiplies the argument: ``sin(scale * t * w_k)``.
         dtype: output dtype (float32 default; float64 implies ``precise``).
-        precise: form the argument and evaluate sin/cos in float64, round once at the end
-            (max error ~6e-8 against the float64 reference for any |t| <= 1e6).
+        precise: form the argument in float64 (max error ~7e-8 against the float64 reference
+            for any |t| <= 1e6; ~3e-8 for small outputs and integer timesteps).
 
     Returns:
         Tensor ``[*timesteps.shape, dim]`` of ``dtype``.
