@@ -254,3 +254,15 @@ def test_relative_position_identity_holds_on_the_embedding():
     e = sinusoidal_embedding_np([p, q], 64, "vaswani")
     w = frequencies_np(64, 0)
     assert math.isclose(float(e[0] @ e[1]), float(np.cos((p - q) * w).sum()), abs_tol=1e-9)
+
+
+@pytest.mark.parametrize("precise", [False, True])
+def test_output_dtype_ignores_torch_default_dtype(precise):
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        t = torch.rand(3000, dtype=torch.float32) * 1000  # large: the preallocated-output path
+        for batch in (t, t[:3], torch.arange(5)):
+            assert sinusoidal_embedding(batch, 320, precise=precise).dtype == torch.float32
+    finally:
+        torch.set_default_dtype(before)

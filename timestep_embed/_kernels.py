@@ -146,7 +146,7 @@ def embed(t: torch.Tensor, plan: Plan, value_range: ValueRange | None = None, us
         emb = sin_cos_layout(_phases(t, plan), plan)
         return emb if plan.dtype is torch.float32 else emb.to(plan.dtype)
     # Large outputs: row chunks whose phases stay in cache, each laid out straight into its rows.
-    out = torch.empty(n, plan.dim, device=t.device)
+    out = torch.empty(n, plan.dim, dtype=torch.float32, device=t.device)
     rows = max(1, CHUNK_PHASES // max(plan.half, 1))
     for start in range(0, n, rows):
         args = _phases(t[start : start + rows], plan)
