@@ -187,8 +187,8 @@ def train_loop(
                 log.flush()
                 if bar is not None:
                     bar.set_postfix(loss=f"{rec['loss']:.4f}", steps_s=f"{sps:.2f}", lr=f"{lr:.1e}")
-            if bar is not None:
-                bar.update(1 if t.steps else dt)
+            if bar is not None:  # a time bar stops at its total (the last step may overrun it)
+                bar.update(1 if t.steps else min(dt, max(0.0, bar.total - bar.n)))
             # Budget and periodic checkpoint.
             done = step >= t.steps if t.steps else broadcast_float(float(elapsed >= budget), rt) > 0
             if stop_at is not None and step >= stop_at:
