@@ -21,8 +21,8 @@ Contenders: ``ours`` = timestep_embed.get_timestep_embedding (same flags, bit-id
 integer timesteps take the cached-table path automatically), ``table`` = an explicit
 SinusoidalTable(1000, dim), ``precise`` = sinusoidal_embedding(..., precise=True).
 
-    python scripts/bench_embedding.py                # full grid, ~3 min, writes docs/bench_embedding.{md,json}
-    python scripts/bench_embedding.py --quick        # N <= 4096, dim 128/1280, ~30 s
+    python scripts/bench_embedding.py                # full grid, ~1 min, writes docs/bench_embedding.{md,json}
+    python scripts/bench_embedding.py --quick        # N <= 4096, dim 128/1280, ~10 s
 """
 
 from __future__ import annotations
