@@ -83,6 +83,16 @@ class Plan:
             self._freqs[device] = freqs
             return freqs
 
+    def phases(self, t: torch.Tensor) -> torch.Tensor:
+        """``scale * t * w_k``, [N, h]: float32 exactly as diffusers forms it, or float64 (precise)."""
+        freqs = self.freqs(t.device)
+        if t.dtype is not freqs.dtype:
+            t = t.double() if self.precise else t.float()  # cheaper calls than t.to(dtype)
+        args = torch.outer(t, freqs)
+        if self.scale != 1.0:  # diffusers multiplies after the product; x * 1 is exact, so skip it
+            args.mul_(self.scale)
+        return args
+
     def column_rows(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """float64 rows [1, dim]: per-column frequency and phase offset (precise path)."""
         rows = self._column_rows.get(device)
@@ -143,23 +153,15 @@ def embed(t: torch.Tensor, plan: Plan, value_range: ValueRange | None = None, us
     if plan.precise:
         return _precise.embed_precise(t, plan, max(abs(value_range.low), abs(value_range.high)))
     if size <= SMALL_OUTPUT:
-        emb = sin_cos_layout(_phases(t, plan), plan)
+        emb = sin_cos_layout(plan.phases(t), plan)
         return emb if plan.dtype is torch.float32 else emb.to(plan.dtype)
     # Large outputs: row chunks whose phases stay in cache, each laid out straight into its rows.
     out = torch.empty(n, plan.dim, dtype=torch.float32, device=t.device)
     rows = max(1, CHUNK_PHASES // max(plan.half, 1))
     for start in range(0, n, rows):
-        args = _phases(t[start : start + rows], plan)
+        args = plan.phases(t[start : start + rows])
         plan.layout_into(out[start : start + rows], torch.sin(args), torch.cos(args))
     return out if plan.dtype is torch.float32 else out.to(plan.dtype)
-
-
-def _phases(t: torch.Tensor, plan: Plan) -> torch.Tensor:
-    """``scale * t * w_k``, [N, h] float32, exactly as diffusers forms it."""
-    args = torch.outer(t if t.dtype is torch.float32 else t.float(), plan.freqs(t.device))
-    if plan.scale != 1.0:  # diffusers multiplies after the product; x * 1 is exact, so skip it
-        args.mul_(plan.scale)
-    return args
 
 
 def _from_table(t: torch.Tensor, plan: Plan, value_range: ValueRange) -> torch.Tensor | None:

@@ -58,16 +58,11 @@ def embed_precise(t: torch.Tensor, plan: Plan, max_abs_t: float) -> torch.Tensor
     if n * plan.dim <= SMALL_OUTPUT or plan.dtype == torch.float64:
         emb = float64_embedding(t, plan)
         return emb if plan.dtype == torch.float64 else emb.to(plan.dtype)
-    t64 = t.double()
     out = torch.empty(n, plan.dim, dtype=torch.float32, device=t.device)
     reduce = max_abs_t * abs(plan.scale) * plan.max_freq > UNREDUCED_MAX_PHASE
-    freqs = plan.freqs(t.device)
     rows = max(1, CHUNK_PHASES // max(plan.half, 1))
     for start in range(0, n, rows):
-        phases = torch.outer(t64[start : start + rows], freqs)
-        if plan.scale != 1.0:
-            phases.mul_(plan.scale)
-        _corrected_float32_into(out[start : start + rows], phases, plan, reduce)
+        _corrected_float32_into(out[start : start + rows], plan.phases(t[start : start + rows]), plan, reduce)
     return out if plan.dtype == torch.float32 else out.to(plan.dtype)
 
 
