@@ -12,7 +12,6 @@ import numpy as np
 import torch
 
 __all__ = [
-    "as_timestep_tensor",
     "checked_timesteps",
     "check_dim",
     "check_dtype",
@@ -65,21 +64,14 @@ class ValueRange(NamedTuple):
     integral: bool | None
 
 
-def as_timestep_tensor(timesteps, device=None) -> torch.Tensor:
-    """Timesteps as a real, finite torch tensor (any shape), on ``device`` or where they are.
+def checked_timesteps(timesteps, device=None) -> tuple[torch.Tensor, ValueRange | None]:
+    """Timesteps as a real, finite torch tensor (any shape), on ``device`` or where they are,
+    and the batch's :class:`ValueRange` (None when empty).
 
     Accepts Python numbers, (nested) lists, numpy arrays and tensors of integer or floating
     dtype. Rejects bool, complex and strings with a TypeError, NaN/inf with a ValueError, and
     warns (:class:`LowPrecisionTimestepWarning`) about float16/bfloat16 timesteps that look
-    rounded.
-    """
-    return checked_timesteps(timesteps, device)[0]
-
-
-def checked_timesteps(timesteps, device=None) -> tuple[torch.Tensor, ValueRange | None]:
-    """:func:`as_timestep_tensor` plus the batch's :class:`ValueRange` (None when empty).
-
-    Floating timesteps get their range from the finiteness check itself (one ``aminmax``, whose
+    rounded. Floating timesteps get their range from the finiteness check itself (one ``aminmax``, whose
     min and max are NaN or inf exactly when some element is); integer ones get it here too.
     """
     if isinstance(timesteps, torch.Tensor):
