@@ -81,11 +81,7 @@ def embedder_state_dict(state_dict: Mapping[str, torch.Tensor], layout: str = "a
         layout = _guess_layout(state_dict)
     if layout not in KEY_LAYOUTS:
         raise ValueError(f"layout must be 'auto' or one of {sorted(KEY_LAYOUTS)}, got {layout!r}")
-    out = {}
-    for key, value in state_dict.items():
-        for source, target in KEY_LAYOUTS[layout].items():
-            if key.startswith(source):
-                out[target + key[len(source) :]] = value
+    out = _renamed(state_dict, KEY_LAYOUTS[layout])
     if not out:
         raise ValueError(f"no key of the state dict starts with {list(KEY_LAYOUTS[layout])} (layout {layout!r})")
     return out
@@ -95,9 +91,14 @@ def to_layout(state_dict: Mapping[str, torch.Tensor], layout: str) -> dict[str, 
     """The reverse of :func:`embedder_state_dict`: our embedder's keys renamed into ``layout``."""
     if layout not in KEY_LAYOUTS:
         raise ValueError(f"layout must be one of {sorted(KEY_LAYOUTS)}, got {layout!r}")
+    return _renamed(state_dict, {ours: theirs for theirs, ours in KEY_LAYOUTS[layout].items()})
+
+
+def _renamed(state_dict: Mapping[str, torch.Tensor], prefixes: Mapping[str, str]) -> dict[str, torch.Tensor]:
+    """The entries whose key starts with a prefix in ``prefixes``, that prefix replaced by its value."""
     out = {}
     for key, value in state_dict.items():
-        for source, target in KEY_LAYOUTS[layout].items():
-            if key.startswith(target):
-                out[source + key[len(target) :]] = value
+        for old, new in prefixes.items():
+            if key.startswith(old):
+                out[new + key[len(old) :]] = value
     return out
