@@ -127,40 +127,15 @@ def test_cli_evaluate_writes_metrics(cache, tmp_path, capsys):
 
     held, _ = load_mnist("builtin", "heldout", pad_to_32=True)
     np.save(tmp_path / "s.npy", held[::10].numpy())
-    argv = [
-        "evaluate",
-        str(tmp_path / "s.npy"),
-        "--out",
-        str(tmp_path / "m.json"),
-        "--cache-dir",
-        str(cache),
-        "--classifier-epochs",
-        "1",
-        "--classifier-width",
-        "4",
-    ]
+    classifier = ["--cache-dir", str(cache), "--classifier-epochs", "1", "--classifier-width", "4"]
     # feature_dim and the rest are defaults: a different cached classifier from TINY
-    assert main(argv) == 0
+    assert main(["evaluate", str(tmp_path / "s.npy"), "--out", str(tmp_path / "m.json"), *classifier]) == 0
     out = capsys.readouterr().out
     assert "real_vs_real" in out and "held-out accuracy" in out
     metrics = json.loads((tmp_path / "m.json").read_text())
     assert metrics["num_samples"] == 100 and {"fd", "real_fd", "noise_fd"} <= set(metrics)
     np.save(tmp_path / "bad.npy", np.full((4, 28, 28), 255.0))
-    assert (
-        main(
-            [
-                "evaluate",
-                str(tmp_path / "bad.npy"),
-                "--cache-dir",
-                str(cache),
-                "--classifier-epochs",
-                "1",
-                "--classifier-width",
-                "4",
-            ]
-        )
-        == 2
-    )
+    assert main(["evaluate", str(tmp_path / "bad.npy"), *classifier]) == 2
     assert "expected [-1, 1]" in capsys.readouterr().err
 
 
