@@ -29,9 +29,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from timestep_embed.checkpoint import atomic_write_bytes
 from timestep_embed.conventions import Convention
-from timestep_embed.embedding import FourierEmbedding, TimestepEmbedder, TimestepMLP, default_sinusoid_dim
+from timestep_embed.ddpm.checkpoint import RUN_CHECKPOINT, load_checkpoint, strip_prefix
+from timestep_embed.ddpm.config import load_run_config
+from timestep_embed.ddpm.data import load_mnist
+from timestep_embed.ddpm.diffusion import schedule_from_config, training_loss
+from timestep_embed.ddpm.train import run_training
+from timestep_embed.ddpm.unet import UNet
+from timestep_embed.files import atomic_write_bytes, save_figure
+from timestep_embed.nn import FourierEmbedding, TimestepEmbedder, TimestepMLP, default_sinusoid_dim
 from timestep_embed.sinusoidal import sinusoidal_embedding
 
 QUICK = [  # a smaller UNet (same for every variant), 1000 updates of 32, 200 samples: ~1 min a variant
@@ -122,8 +128,6 @@ def heldout_band_loss(model: nn.Module, schedule, x0: torch.Tensor, prediction: 
     The same digits ``x0``, timesteps and noise for every variant (seeded): differences come from
     the models only. Continuous schedules get t in the band's slice of (0, 1].
     """
-    from timestep_embed.diffusion import training_loss
-
     g = torch.Generator().manual_seed(seed)
     T, out = schedule.T, []  # noqa: N806
     for b in range(BANDS):
@@ -139,11 +143,8 @@ def heldout_band_loss(model: nn.Module, schedule, x0: torch.Tensor, prediction: 
 
 def load_trained_model(run_dir: Path, config, time_embedder: nn.Module) -> nn.Module:
     """The run's UNet with ``time_embedder`` (a fresh module of the same variant), EMA weights if saved."""
-    from timestep_embed.checkpoint import load_checkpoint, strip_prefix
-    from timestep_embed.unet import UNet
-
     model = UNet(config.model, time_embedder=time_embedder)
-    tensors, _ = load_checkpoint(run_dir / "checkpoint.safetensors")
+    tensors, _ = load_checkpoint(run_dir / RUN_CHECKPOINT)
     expected = set(model.state_dict())
     for prefix in ("ema.", "model.", ""):
         state = strip_prefix(tensors, prefix)
@@ -154,9 +155,6 @@ def load_trained_model(run_dir: Path, config, time_embedder: nn.Module) -> nn.Mo
 
 
 def run_variant(name: str, seed: int, args, heldout: torch.Tensor) -> dict:
-    from timestep_embed.diffusion import schedule_from_config
-    from timestep_embed.train import load_run_config, run_training
-
     overrides = [*(QUICK if args.quick else FULL), f"train.seed={seed}", *args.set]
     config = load_run_config(args.config, overrides)
     emb_dim, T = config.model.emb_dim, config.diffusion.num_timesteps  # noqa: N806
@@ -226,7 +224,7 @@ def plot(rows: list[dict], out: Path, budget: str) -> list[Path]:
     ax.legend(fontsize=8, ncol=2)
     ax.grid(alpha=0.3)
     paths = [out / "heldout_loss_by_band.png"]
-    fig.savefig(paths[0], dpi=110)
+    save_figure(fig, paths[0], 110)
     fig = Figure(figsize=(11, 4.5), layout="constrained")
     FigureCanvasAgg(fig)
     for ax, col in zip(fig.subplots(1, 3), ("final_loss", "heldout_loss", "fd"), strict=True):
@@ -237,7 +235,7 @@ def plot(rows: list[dict], out: Path, budget: str) -> list[Path]:
         ax.tick_params(axis="x", rotation=45)
     fig.suptitle(f"Time-embedding ablation, DDPM on MNIST ({budget}; error bars: std over seeds)")
     paths.append(out / "ablation_metrics.png")
-    fig.savefig(paths[1], dpi=110)
+    save_figure(fig, paths[1], 110)
     return paths
 
 
@@ -253,9 +251,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     args.out = args.out or Path("runs/ablation_quick" if args.quick else "runs/ablation")
     args.out.mkdir(parents=True, exist_ok=True)
-    from timestep_embed.data import load_mnist
-    from timestep_embed.train import load_run_config
-
     config = load_run_config(args.config, [*(QUICK if args.quick else FULL), *args.set])
     t, m = config.train, config.model
     steps = f"train.steps={t.steps}" if t.steps else f"train.minutes={t.minutes}"

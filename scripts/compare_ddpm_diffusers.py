@@ -3,13 +3,13 @@
     python scripts/compare_ddpm_diffusers.py --minutes 2            # default: 2 min of training each
     python scripts/compare_ddpm_diffusers.py --minutes 10 --out runs/compare
 
-Ours: ``timestep_embed.train.run_training`` with configs/ddpm_mnist.yaml (pixel-unshuffle UNet, our
+Ours: ``timestep_embed.ddpm.train.run_training`` with configs/ddpm_mnist.yaml (pixel-unshuffle UNet, our
 TimestepEmbedder, our diffusion.py, ancestral sampling on 100 evenly strided steps).
 Diffusers: ``UNet2DModel`` (its usual 28x28 -> 14x14 -> 7x7 layout, attention at 7x7, widths chosen to
 match our parameter count) + ``DDPMScheduler`` (``add_noise`` for training; ``set_timesteps(100)`` +
 ``step`` for ancestral sampling). Both get the same training loop settings: batch size, AdamW, LR
 warmup + wall-clock cosine, grad clip, EMA with warmup, bf16 autocast and thread choice. Both are
-scored by the same evaluator (timestep_embed.evaluate) on the same number of samples.
+scored by the same evaluator (timestep_embed.ddpm.evaluate) on the same number of samples.
 """
 
 from __future__ import annotations
@@ -17,13 +17,20 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import time
 from pathlib import Path
 
 import torch
 
-from timestep_embed.training_state import update_ema
+from timestep_embed.ddpm.config import load_run_config
+from timestep_embed.ddpm.data import load_mnist
+from timestep_embed.ddpm.evaluate import evaluate_samples
+from timestep_embed.ddpm.plots import save_grid_png
+from timestep_embed.ddpm.runtime import ThreadTuner, resolve_bf16
+from timestep_embed.ddpm.state import update_ema
+from timestep_embed.ddpm.train import lr_at, run_training
+from timestep_embed.ddpm.unet import UNet
+from timestep_embed.files import atomic_write_bytes
 
 
 def diffusers_unet(target_params: int):
@@ -52,11 +59,6 @@ def train_diffusers(cfg, minutes: float, progress: bool = True) -> tuple[dict, t
     """The same loop settings as train.train_loop, with diffusers' model and scheduler."""
     from diffusers import DDPMScheduler
     from tqdm.auto import tqdm
-
-    from timestep_embed.data import load_mnist
-    from timestep_embed.distributed import ThreadTuner, resolve_bf16
-    from timestep_embed.train import lr_at
-    from timestep_embed.unet import UNet
 
     t = cfg.train
     torch.manual_seed(t.seed)
@@ -132,25 +134,20 @@ def main() -> int:
     p.add_argument("--num-samples", type=int, default=500)
     p.add_argument("--only", choices=["ours", "diffusers"], default=None, help="run one side only")
     args = p.parse_args()
-    from timestep_embed.evaluate import evaluate_samples
-    from timestep_embed.sample import save_grid_png
-    from timestep_embed.train import load_run_config, run_training
 
     over = [f"train.minutes={args.minutes}", "train.job_minutes=null", f"sample.num_samples={args.num_samples}"]
     cfg = load_run_config(args.config, over)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = {}
-    print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     if args.only in (None, "ours"):
         m = run_training(cfg, out / "ours", overwrite=True)
         rows["ours"] = m
     if args.only in (None, "diffusers"):
         stats, samples = train_diffusers(cfg, args.minutes)
         save_grid_png(samples[:100], out / "diffusers_samples.png")
-        stats.update(evaluate_samples(samples, cfg.eval, data_source=cfg.data.source))
+        stats.update(evaluate_samples(samples, cfg.eval.classifier, data_source=cfg.data.source))
         rows["diffusers"] = stats
-    print(f"load average at end: {os.getloadavg()[0]:.2f}")
     keys = ["num_params", "train_steps", "steps_per_s", "sample_seconds", "fd", "confidence", "entropy"]
     print(f"\n| model ({args.minutes:g} min training) | " + " | ".join(keys) + " |")
     print("|---" * (len(keys) + 1) + "|")
@@ -162,7 +159,7 @@ def main() -> int:
         print(f"| {name} | " + " | ".join(cells) + " |")
     ref = next(iter(rows.values()))
     print(f"| real vs real | | | | | {ref['real_fd']:.3g} | {ref['real_confidence']:.3g} | {ref['real_entropy']:.3g} |")
-    (out / "compare.json").write_text(json.dumps(rows, indent=2, default=str))
+    atomic_write_bytes(out / "compare.json", json.dumps(rows, indent=2, default=str).encode())
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Properties of the sinusoidal core (hypothesis) and its input forms, dtypes and fast paths."""
+"""Properties of the sinusoidal core (hypothesis), its input forms and dtypes, and its compute paths."""
 
 import math
 
@@ -12,7 +12,6 @@ from timestep_embed import (
     PRESETS,
     Convention,
     LowPrecisionTimestepWarning,
-    SinusoidalTable,
     frequencies,
     frequencies_np,
     layout_permutation,
@@ -100,30 +99,20 @@ def test_precise_path_error_is_below_2e_7_up_to_1e6(t, dim, conv, scale):
     assert np.abs(emb - sinusoidal_embedding_np(t, dim, conv, scale=scale)).max() <= 2e-7
 
 
-@pytest.mark.parametrize("n", [4, 3000])  # one float64 sin / row chunks of corrected float32
-@pytest.mark.parametrize("t_max, scale", [(1000.0, 1.0), (1e6, 1.0), (1000.0, 50.0)])  # |phase| <= 4096 or not
+@pytest.mark.parametrize("n", [4, 3000])
+@pytest.mark.parametrize("t_max, scale", [(1000.0, 1.0), (1e6, 1.0), (1000.0, 50.0)])
 @pytest.mark.parametrize("conv, dim", [("adm", 640), ("vaswani", 257), ("ddpm", 33)])
-def test_every_precise_path_stays_below_2e_7(n, t_max, scale, conv, dim):
+def test_precise_path_stays_below_2e_7(n, t_max, scale, conv, dim):
     t = torch.rand(n, dtype=torch.float64, generator=torch.Generator().manual_seed(n)) * t_max
     emb = sinusoidal_embedding(t, dim, conv, scale=scale, precise=True)
     assert emb.dtype == torch.float32
     assert np.abs(emb.double().numpy() - sinusoidal_embedding_np(t.numpy(), dim, conv, scale=scale)).max() <= 2e-7
 
 
-def test_precise_integer_timesteps_use_a_float64_table_rounded_once():
+def test_precise_integer_timesteps_are_float64_values_rounded_once():
     t = torch.randint(0, 1000, (3000,), generator=torch.Generator().manual_seed(0))
-    via_table = sinusoidal_embedding(t, 320, "adm", precise=True)
-    # the direct small path (a fractional value in the batch keeps it off the table)
-    direct = torch.cat(
-        [
-            sinusoidal_embedding(torch.cat([t[i : i + 16].double(), torch.tensor([0.5])]), 320, "adm", precise=True)[
-                :-1
-            ]
-            for i in range(0, 3000, 16)
-        ]
-    )
-    assert torch.equal(via_table, direct)
-    error = np.abs(via_table.double().numpy() - sinusoidal_embedding_np(t.numpy(), 320, "adm")).max()
+    emb = sinusoidal_embedding(t, 320, "adm", precise=True)
+    error = np.abs(emb.double().numpy() - sinusoidal_embedding_np(t.numpy(), 320, "adm")).max()
     assert error <= 2.0**-25 * 1.01  # float64 values rounded once to float32: half an ulp of 1
 
 
@@ -153,6 +142,8 @@ def test_input_forms_agree(value):
 
 def test_numpy_unsigned_and_float16_inputs():
     assert torch.equal(sinusoidal_embedding(np.array([3], dtype=np.uint8), 8), sinusoidal_embedding([3], 8))
+    big = np.array([2**63 + 2**11], dtype=np.uint64)  # must not wrap to a negative int64
+    assert torch.equal(sinusoidal_embedding(big, 8), sinusoidal_embedding(np.array([2.0**63 + 2**11]), 8))
     with pytest.warns(LowPrecisionTimestepWarning):  # fractional half-precision timesteps
         assert sinusoidal_embedding(np.array([0.5], dtype=np.float16), 8).shape == (1, 8)
 
@@ -175,7 +166,7 @@ def test_presets_and_option_overrides():
     assert torch.equal(
         sinusoidal_embedding([3.5], 10, "adm"), sinusoidal_embedding([3.5], 10, first="cos", freq_shift=0)
     )
-    assert torch.equal(sinusoidal_embedding([3.5], 10), sinusoidal_embedding([3.5], 10, "ddpm"))
+    assert torch.equal(sinusoidal_embedding([3.5], 10), sinusoidal_embedding([3.5], 10, "adm"))  # the default
     assert set(PRESETS) >= {"vaswani", "ddpm", "adm", "edm"}
 
 
@@ -188,64 +179,38 @@ def test_frequencies_follow_the_formula():
         assert frequencies(64, shift, precise=True).dtype == torch.float64
 
 
-# ---- fast paths give the direct path's exact numbers -----------------------------------------
-@pytest.mark.parametrize("conv", ["adm", "ddpm", "vaswani"])
+# ---- the distinct-values path gives the direct path's exact numbers ---------------------------
+def direct(t, dim, conv, precise=False):
+    """Row by row: each call is one value, so no batch-level reuse can be involved."""
+    flat = torch.as_tensor(t).reshape(-1)
+    rows = [sinusoidal_embedding(flat[i : i + 1], dim, conv, precise=precise) for i in range(len(flat))]
+    return torch.cat(rows).reshape(*torch.as_tensor(t).shape, dim)
+
+
 @pytest.mark.parametrize("precise", [False, True])
-def test_table_rows_equal_the_direct_path(conv, precise):
-    table = SinusoidalTable(1000, 33, conv, precise=precise)
-    t = torch.tensor([[0, 999], [17, 500]])
-    direct = sinusoidal_embedding(torch.arange(1000), 33, conv, precise=precise)[t]
-    assert torch.equal(table(t), direct)
-
-
-def test_table_rejects_out_of_range_and_fractional_timesteps():
-    table = SinusoidalTable(10, 8)
-    with pytest.raises(IndexError, match=r"\[0, 9\].*\[3, 10\]"):
-        table(torch.tensor([3, 10]))
-    with pytest.raises(TypeError, match="integer timesteps"):
-        table(torch.tensor([0.5]))
-    with pytest.raises(ValueError, match="num_positions"):
-        SinusoidalTable(0, 8)
-
-
-@pytest.mark.parametrize("n", [5, 300])
-def test_integer_timesteps_use_a_table_with_identical_values(n):
-    t = torch.randint(0, 1000, (n,))
-    via_table = sinusoidal_embedding(t, 320, "adm")  # integer input: cached-table path
-    direct = sinusoidal_embedding(t.float() + 0.0, 320, "adm")  # integral floats: also table
-    fractional_neighbour = sinusoidal_embedding(torch.cat([t.float(), torch.tensor([0.5])]), 320, "adm")[:-1]
-    assert torch.equal(via_table, direct)
-    assert torch.equal(via_table, fractional_neighbour)  # the sin/cos path, no table
-
-
-def test_out_of_table_range_integers_fall_back_to_the_direct_path():
-    t = torch.tensor([0, 10**7])
-    direct = sinusoidal_embedding(torch.tensor([0.0, 1e7, 0.5]), 64)[:2]  # fractional: sin/cos path
-    assert torch.equal(sinusoidal_embedding(t, 64), direct)
-
-
-def test_large_batch_with_whole_min_and_max_but_fractional_values_inside_skips_the_table():
-    t = torch.tensor([0.0, 999.0] + [123.25] * 100)  # min and max are whole numbers, 123.25 is not
-    emb = sinusoidal_embedding(t, 64, "adm")
-    assert torch.equal(emb[2], sinusoidal_embedding(torch.tensor([123.25]), 64, "adm")[0])
-    assert torch.equal(emb[:2], sinusoidal_embedding(torch.tensor([0, 999]), 64, "adm"))
-
-
-@pytest.mark.parametrize("conv, dim", [("vaswani", 257), ("ddpm", 320), ("adm", 1281)])
-def test_row_chunked_large_path_equals_the_small_path(conv, dim):
-    t = torch.rand(3000, dtype=torch.float64) * 1000  # > 2**17 phases: several row chunks
-    large = sinusoidal_embedding(t, dim, conv)
-    pieces = torch.cat([sinusoidal_embedding(t[i : i + 50], dim, conv) for i in range(0, 3000, 50)])
-    assert torch.equal(large, pieces)
-
-
-def test_shared_timestep_batch_equals_rowwise():
+@pytest.mark.parametrize("conv, dim", [("adm", 128), ("vaswani", 257), ("ddpm", 33)])
+def test_shared_timestep_batch_equals_rowwise(conv, dim, precise):
     t = torch.full((600,), 123.456)
-    emb = sinusoidal_embedding(t, 128, "adm")
-    row = sinusoidal_embedding(t[:1], 128, "adm")
-    assert torch.equal(emb, row.expand(600, 128))
-    emb[0, 0] = 5.0  # a real tensor, not a view of the row
+    emb = sinusoidal_embedding(t, dim, conv, precise=precise)
+    assert torch.equal(emb, direct(t[:1], dim, conv, precise).expand(600, dim))
+    emb[0, 0] = 5.0  # a tensor of its own, not a view of one row
     assert emb[1, 0] != 5.0
+
+
+@pytest.mark.parametrize("precise", [False, True])
+@pytest.mark.parametrize(
+    "t",
+    [
+        torch.randint(0, 50, (2000,), generator=torch.Generator().manual_seed(0)),  # few integers
+        (torch.rand(16, generator=torch.Generator().manual_seed(1)) * 1000).repeat_interleave(64).reshape(2, 512),
+        torch.randint(0, 1000, (600,), generator=torch.Generator().manual_seed(2)).double(),  # mostly distinct
+        torch.rand(3000, dtype=torch.float64, generator=torch.Generator().manual_seed(3)) * 1000,  # all distinct
+    ],
+)
+def test_repeated_values_are_embedded_once_with_the_same_bits(t, precise):
+    emb = sinusoidal_embedding(t, 96, "adm", precise=precise)
+    values, index = torch.unique(t.reshape(-1), return_inverse=True)
+    assert torch.equal(emb, direct(values, 96, "adm", precise)[index].reshape(*t.shape, 96))
 
 
 def test_relative_position_identity_holds_on_the_embedding():
@@ -261,8 +226,8 @@ def test_output_dtype_ignores_torch_default_dtype(precise):
     before = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
-        t = torch.rand(3000, dtype=torch.float32) * 1000  # large: the preallocated-output path
-        for batch in (t, t[:3], torch.arange(5)):
+        t = torch.rand(3000, dtype=torch.float32) * 1000
+        for batch in (t, t[:3], torch.arange(5), torch.full((3000,), 7.0)):
             assert sinusoidal_embedding(batch, 320, precise=precise).dtype == torch.float32
     finally:
         torch.set_default_dtype(before)

@@ -1,22 +1,14 @@
 """timestep_embed: sinusoidal timestep embeddings for diffusion models.
 
-The public API, re-exported from the modules that own it.
+The public API: the sinusoidal core, the modules over it and the convention detector. The rooms
+above them are imported by name: ``timestep_embed.analysis``, ``timestep_embed.interop`` (diffusers),
+``timestep_embed.ddpm`` (the MNIST DDPM).
 """
 
-from .analysis import (
-    CoverageWarning,
-    bounds,
-    distance_by_offset,
-    dot_by_offset,
-    frequency_coverage,
-    position_uniqueness,
-    relative_identity,
-    relative_identity_error,
-    rotation_error,
-    rotation_matrix,
-    uniqueness,
-    wavelengths,
-)
+from importlib.metadata import PackageNotFoundError, version
+
+from .analysis.detect import Detection, detect_convention
+from .analysis.diff_report import DiffReport, diff_report
 from .conventions import (
     PRESETS,
     Convention,
@@ -25,58 +17,36 @@ from .conventions import (
     get_convention,
     layout_permutation,
 )
-from .detect import Detection, DiffReport, detect_convention, diff_report
-from .embedding import (
-    TIME_INPUTS,
-    FourierEmbedding,
-    SinusoidalEmbedding,
-    TimestepEmbedder,
-    TimestepMLP,
-    time_input,
-)
-from .naive import naive_scheme_table
+from .nn import TIME_INPUTS, FourierEmbedding, SinusoidalEmbedding, TimestepEmbedder, TimestepMLP, time_input
 from .sinusoidal import (
-    SinusoidalTable,
+    LowPrecisionTimestepWarning,
     frequencies,
     frequencies_np,
     get_timestep_embedding,
     sinusoidal_embedding,
     sinusoidal_embedding_np,
 )
-from .validation import LowPrecisionTimestepWarning
 
-__version__ = "0.1.0"
+try:
+    __version__ = version("timestep-embed")
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
-    "CoverageWarning",
-    "bounds",
-    "distance_by_offset",
-    "dot_by_offset",
-    "frequency_coverage",
-    "naive_scheme_table",
-    "position_uniqueness",
-    "relative_identity",
-    "relative_identity_error",
-    "rotation_error",
-    "rotation_matrix",
-    "uniqueness",
-    "wavelengths",
     "PRESETS",
     "TIME_INPUTS",
+    "Convention",
     "Detection",
     "DiffReport",
     "FourierEmbedding",
+    "LowPrecisionTimestepWarning",
     "SinusoidalEmbedding",
     "TimestepEmbedder",
     "TimestepMLP",
-    "detect_convention",
-    "diff_report",
-    "time_input",
-    "Convention",
-    "LowPrecisionTimestepWarning",
-    "SinusoidalTable",
     "convention_from_diffusers",
     "convention_to_diffusers",
+    "detect_convention",
+    "diff_report",
     "frequencies",
     "frequencies_np",
     "get_convention",
@@ -84,4 +54,5 @@ __all__ = [
     "layout_permutation",
     "sinusoidal_embedding",
     "sinusoidal_embedding_np",
+    "time_input",
 ]

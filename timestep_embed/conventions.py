@@ -1,12 +1,15 @@
-"""Named conventions: the presets real codebases use, diffusers' flags, layout permutations.
+"""Named conventions of the sinusoid: the presets real codebases use, diffusers' flags, column permutations.
 
-A :class:`Convention` fixes everything about the sinusoid except the width: how the sin/cos
-columns are arranged (``layout``, ``first``) and the frequency grid (``freq_shift``,
-``max_period``) with the argument multiplier ``scale``.
+A :class:`Convention` fixes everything about the sinusoid but its width: how the sin/cos columns
+are arranged (``layout``, ``first``), the frequency grid (``freq_shift``, ``max_period``) and the
+argument's multiplier ``scale``. With ``h = dim // 2`` and ``k = 0 .. h-1``:
+``w_k = max_period ** (-k / (h - freq_shift))`` and the columns hold ``sin(scale * t * w_k)`` and
+``cos(scale * t * w_k)``.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -30,17 +33,17 @@ class Convention:
     """How a sinusoidal embedding is laid out and which frequencies it uses.
 
     Attributes:
-        layout: ``"concat"``: two halves ``[first(x_0..x_{h-1}), second(x_0..x_{h-1})]``;
+        layout: ``"concat"``: halves ``[first(x_0..x_{h-1}), second(x_0..x_{h-1})]``;
             ``"interleaved"``: pairs ``[first(x_0), second(x_0), first(x_1), ...]``.
-        first: ``"sin"`` or ``"cos"``, the function of the first half / even columns.
-        freq_shift: ``w_k = max_period ** (-k / (h - freq_shift))``, h = dim // 2. 0 spaces the
-            exponents over [0, 1) (ADM, Vaswani), 1 over [0, 1] (DDPM, TF ``half_dim - 1``).
-        max_period: the longest period of the grid (10000 everywhere in practice).
+        first: ``"sin"`` or ``"cos"``: the function of the first half / the even columns.
+        freq_shift: ``w_k = max_period ** (-k / (h - freq_shift))``. 0 spaces the exponents over
+            [0, 1) (ADM, Vaswani), 1 over [0, 1] (DDPM, TF's ``half_dim - 1``).
+        max_period: the longest period of the grid (10000 in every codebase we know).
         scale: multiplies the argument: ``sin(scale * t * w_k)``.
     """
 
     layout: str = "concat"
-    first: str = "sin"
+    first: str = "cos"
     freq_shift: float = 0.0
     max_period: float = 10000.0
     scale: float = 1.0
@@ -52,52 +55,49 @@ class Convention:
             raise ValueError(f"first must be one of {FIRSTS}, got {self.first!r}")
         for name in ("freq_shift", "max_period", "scale"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
                 raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
-            if not np.isfinite(value):
+            if not math.isfinite(value):
                 raise ValueError(f"{name} must be finite, got {value!r}")
         if self.max_period <= 0:
             raise ValueError(f"max_period must be > 0 (the longest period of the grid), got {self.max_period!r}")
 
     def same_grid(self, other: Convention) -> bool:
-        """True when both produce the same set of sin/cos values (possibly in another order)."""
+        """True when both hold the same sin/cos values (possibly in another column order)."""
         return (self.freq_shift, self.max_period, self.scale) == (other.freq_shift, other.max_period, other.scale)
 
     def column_of(self, function: str, k: int, dim: int) -> int:
-        """Index of ``function`` ("sin"/"cos") of frequency k in an embedding of width ``dim``."""
-        half = dim // 2
+        """Column of ``function`` ("sin"/"cos") of frequency k in an embedding of width ``dim``."""
         slot = 0 if function == self.first else 1
-        return slot * half + k if self.layout == "concat" else 2 * k + slot
+        return slot * (dim // 2) + k if self.layout == "concat" else 2 * k + slot
 
 
-# Each preset cites the file whose formula it reproduces; tests/test_conventions.py re-transcribes
-# every one of those formulas independently and checks the preset against it.
+# Each preset cites the file whose formula it reproduces; tests/test_conventions.py transcribes
+# each of those formulas independently and checks the preset against it.
 PRESETS: dict[str, Convention] = {
     # Vaswani et al. 2017, sec. 3.5: PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(...);
     # The Annotated Transformer `PositionalEncoding` (div_term = exp(arange(0, d, 2) * -ln(1e4)/d)).
-    "vaswani": Convention(layout="interleaved", first="sin", freq_shift=0.0),
+    "vaswani": Convention("interleaved", "sin", 0.0),
     # Ho et al. 2020, diffusion_tf/nn.py `get_timestep_embedding`: ln(1e4)/(half_dim - 1), concat
     # [sin, cos]; the same in score_sde `layers.get_timestep_embedding`, fairseq
     # `SinusoidalPositionalEmbedding`, tensor2tensor, lucidrains' denoising-diffusion-pytorch
-    # `SinusoidalPosEmb`, and diffusers `get_timestep_embedding` defaults.
-    "ddpm": Convention(layout="concat", first="sin", freq_shift=1.0),
+    # `SinusoidalPosEmb`, and the defaults of diffusers' `get_timestep_embedding`.
+    "ddpm": Convention("concat", "sin", 1.0),
     # improved-diffusion / guided-diffusion `nn.timestep_embedding`: freqs = exp(-ln(max_period) *
     # arange(half) / half), concat [cos, sin]; the same in Stable Diffusion (ldm
     # `diffusionmodules/util.timestep_embedding`), DiT `TimestepEmbedder.timestep_embedding`, and
     # diffusers UNet2DModel / UNet2DConditionModel defaults (flip_sin_to_cos=True, freq_shift=0).
-    "adm": Convention(layout="concat", first="cos", freq_shift=0.0),
+    "adm": Convention("concat", "cos", 0.0),
     # EDM (Karras et al. 2022) training/networks.py `PositionalEmbedding(endpoint=False)`:
-    # freqs = (1/max_positions) ** (arange(C/2) / (C/2)), concat [cos, sin]; used by DhariwalUNet.
-    # Same numbers as "adm"; it is fed c_noise = 0.25 * ln(sigma) instead of an index.
-    "edm": Convention(layout="concat", first="cos", freq_shift=0.0),
+    # freqs = (1/max_positions) ** (arange(C/2) / (C/2)), concat [cos, sin] (DhariwalUNet). The same
+    # numbers as "adm"; EDM feeds it c_noise = ln(sigma) / 4 instead of an index.
+    "edm": Convention("concat", "cos", 0.0),
     # EDM SongUNet with embedding_type="positional": PositionalEmbedding(endpoint=True), whose
     # [cos, sin] halves SongUNet then swaps (reshape(2, -1).flip): sin first, shift 1.
-    "edm_song": Convention(layout="concat", first="sin", freq_shift=1.0),
+    "edm_song": Convention("concat", "sin", 1.0),
 }
-PRESETS["ldm"] = PRESETS["adm"]
-PRESETS["dit"] = PRESETS["adm"]
-PRESETS["diffusers"] = PRESETS["ddpm"]
-PRESETS["diffusers_unet"] = PRESETS["adm"]
+# Aliases: codebase names for the conventions above.
+PRESETS.update(ldm=PRESETS["adm"], dit=PRESETS["adm"], diffusers_unet=PRESETS["adm"], diffusers=PRESETS["ddpm"])
 
 
 def get_convention(name: str) -> Convention:
@@ -107,18 +107,15 @@ def get_convention(name: str) -> Convention:
     return PRESETS[name]
 
 
-def resolve_convention(convention: str | Convention | None = None, **overrides) -> Convention:
-    """A Convention from a preset name / Convention / None ("ddpm"), with non-None overrides."""
-    if convention is None:
-        base = PRESETS["ddpm"]
-    elif isinstance(convention, Convention):
-        base = convention
-    else:
-        base = get_convention(convention)
-    valid = {f.name for f in fields(Convention)}
-    unknown = set(overrides) - valid
+_FIELDS = frozenset(f.name for f in fields(Convention))
+
+
+def resolve_convention(convention: str | Convention = "adm", **overrides) -> Convention:
+    """A Convention from a preset name or a Convention, with the non-None ``overrides`` applied."""
+    base = convention if isinstance(convention, Convention) else get_convention(convention)
+    unknown = set(overrides) - _FIELDS
     if unknown:
-        raise TypeError(f"unknown convention option(s) {sorted(unknown)}; accepted: {sorted(valid)}")
+        raise TypeError(f"unknown convention option(s) {sorted(unknown)}; accepted: {sorted(_FIELDS)}")
     changes = {k: v for k, v in overrides.items() if v is not None}
     return replace(base, **changes) if changes else base
 
@@ -126,18 +123,13 @@ def resolve_convention(convention: str | Convention | None = None, **overrides) 
 def convention_from_diffusers(
     flip_sin_to_cos: bool = False, downscale_freq_shift: float = 1, scale: float = 1, max_period: float = 10000
 ) -> Convention:
-    """The Convention that diffusers' ``get_timestep_embedding`` flags describe."""
-    return Convention(
-        layout="concat",
-        first="cos" if flip_sin_to_cos else "sin",
-        freq_shift=float(downscale_freq_shift),
-        max_period=float(max_period),
-        scale=float(scale),
-    )
+    """The Convention that diffusers' ``get_timestep_embedding`` flags describe (diffusers' defaults)."""
+    first = "cos" if flip_sin_to_cos else "sin"
+    return Convention("concat", first, float(downscale_freq_shift), float(max_period), float(scale))
 
 
 def convention_to_diffusers(convention: str | Convention) -> dict:
-    """diffusers' flags for a Convention; raises for layouts diffusers cannot express."""
+    """diffusers' flags for a Convention; raises ValueError for the interleaved layout."""
     conv = resolve_convention(convention)
     if conv.layout != "concat":
         raise ValueError(
@@ -153,23 +145,19 @@ def convention_to_diffusers(convention: str | Convention) -> dict:
 
 
 def layout_permutation(source: str | Convention, target: str | Convention, dim: int) -> np.ndarray:
-    """Column permutation ``perm`` with ``emb_target == emb_source[..., perm]``.
+    """Column permutation ``perm`` [dim] with ``emb_target == emb_source[..., perm]``.
 
-    Exists when both conventions share the frequency grid (freq_shift, max_period, scale).
-    To keep a trained model's output when its input embedding switches from ``source`` to
-    ``target``, permute the first Linear layer's input columns: ``W_new = W[:, perm]`` gives
-    ``W_new @ emb_target == W @ emb_source``.
+    Exists when both conventions share the frequency grid (freq_shift, max_period, scale). To keep
+    a trained model's output when its embedding switches from ``source`` to ``target``, permute the
+    first Linear layer's input columns: ``W_new = W[:, perm]`` gives ``W_new @ emb_target == W @ emb_source``.
     """
     src, dst = resolve_convention(source), resolve_convention(target)
     if not src.same_grid(dst):
-        diffs = [
-            f"{n}: {getattr(src, n)} vs {getattr(dst, n)}"
-            for n in ("freq_shift", "max_period", "scale")
-            if getattr(src, n) != getattr(dst, n)
-        ]
+        names = [n for n in ("freq_shift", "max_period", "scale") if getattr(src, n) != getattr(dst, n)]
+        diffs = "; ".join(f"{n}: {getattr(src, n)} vs {getattr(dst, n)}" for n in names)
         raise ValueError(
-            "no column permutation maps these conventions onto each other: their "
-            f"frequency grids differ ({'; '.join(diffs)}), so the values themselves differ"
+            f"no column permutation maps these conventions onto each other: their frequency grids differ ({diffs}), "
+            "so the values themselves differ"
         )
     perm = np.arange(dim)  # an odd dim's zero column stays last
     for k in range(dim // 2):

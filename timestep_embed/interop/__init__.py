@@ -1,7 +1,10 @@
-"""Bridges to other codebases. The only place that imports diffusers, lazily (inside functions):
-``import timestep_embed.interop`` works without it; calling into diffusers raises an ImportError
-that says ``pip install 'timestep-embed[diffusers]'``."""
+"""Bridges to other codebases: patching diffusers' UNets, weight mapping, export, the comparison report.
 
+The only place that imports diffusers, lazily (inside functions): ``import timestep_embed.interop``
+works without it; calling into diffusers raises an ImportError that says
+``pip install 'timestep-embed[diffusers]'``."""
+
+from .compare import run_comparison, write_report
 from .diffusers_unet import (
     SUPPORTED_UNETS,
     convention_from_unet_config,
@@ -31,4 +34,6 @@ __all__ = [
     "embedder_state_dict",
     "to_layout",
     "load_state_dict_checked",
+    "run_comparison",
+    "write_report",
 ]

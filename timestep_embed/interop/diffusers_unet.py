@@ -14,7 +14,7 @@ import importlib
 from torch import nn
 
 from ..conventions import Convention, convention_from_diffusers, convention_to_diffusers
-from ..embedding import FourierEmbedding, SinusoidalEmbedding, TimestepEmbedder, TimestepMLP
+from ..nn import FourierEmbedding, SinusoidalEmbedding, TimestepEmbedder, TimestepMLP
 from .weights import load_state_dict_checked
 
 __all__ = [
@@ -174,11 +174,11 @@ def to_diffusers_modules(embedder: TimestepEmbedder, ignore_time_input: bool = F
     """diffusers ``(time_proj, time_embedding)`` with our embedder's convention and weights.
 
     ``time_proj`` is a ``Timesteps`` (concat layout, max_period 10000 only) or a
-    ``GaussianFourierProjection`` (``style="diffusers"`` only); ``time_embedding`` a
+    ``GaussianFourierProjection`` (``fold_2pi=False`` only); ``time_embedding`` a
     ``TimestepEmbedding`` loaded strictly with ``embedder.time_embedding``'s weights.
     """
     emb = require_diffusers().models.embeddings
-    if embedder.time_input != "index" and not ignore_time_input:
+    if embedder.time_input != "identity" and not ignore_time_input:
         raise ValueError(
             f"diffusers' UNets feed t as is, but this embedder maps it with time_input="
             f"{embedder.time_input!r}; map t yourself and pass ignore_time_input=True"
@@ -189,13 +189,13 @@ def to_diffusers_modules(embedder: TimestepEmbedder, ignore_time_input: bool = F
         if flags["max_period"] != 10000.0:
             raise ValueError(f"diffusers' Timesteps has max_period 10000 only; got {flags['max_period']}")
         new_proj = emb.Timesteps(proj.dim, flags["flip_sin_to_cos"], flags["downscale_freq_shift"], flags["scale"])
-    elif isinstance(proj, FourierEmbedding) and proj.style == "diffusers":
+    elif isinstance(proj, FourierEmbedding) and not proj.fold_2pi:
         new_proj = emb.GaussianFourierProjection(
             proj.dim // 2, set_W_to_weight=False, log=proj.log, flip_sin_to_cos=proj.first == "cos"
         )
         load_state_dict_checked(new_proj, {"weight": proj.weight.detach()}, "FourierEmbedding -> diffusers")
     else:
-        raise ValueError(f"time_proj {proj!r} has no diffusers equivalent (EDM-style Fourier phases differ)")
+        raise ValueError(f"time_proj {proj!r} has no diffusers equivalent (fold_2pi=True phases round differently)")
     mlp = embedder.time_embedding
     l1, l2 = mlp.linear_1, mlp.linear_2
     new_mlp = emb.TimestepEmbedding(

@@ -1,0 +1,145 @@
+"""Checkpoints: round trip, clear errors, atomic writes that survive a crash, exact optimizer resume."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from timestep_embed import files
+from timestep_embed.ddpm import checkpoint as ckpt
+from timestep_embed.ddpm.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+
+META = {"config": {"train": {"lr": 2e-4, "channels": [32, 64]}, "name": "ünï"}, "step": 12}
+
+
+def tensors():
+    g = torch.Generator().manual_seed(0)
+    return {
+        "model.w": torch.randn(4, 3, generator=g),
+        "model.b": torch.zeros(3, dtype=torch.bfloat16),
+        "ema.w": torch.randn(4, 3, generator=g),
+        "step": torch.tensor(5),
+        "rng.torch": torch.get_rng_state(),
+    }
+
+
+def test_round_trip(tmp_path):
+    path = save_checkpoint(tmp_path / "a.safetensors", tensors(), META)
+    loaded, meta = load_checkpoint(path)
+    assert meta == META and set(loaded) == set(tensors())
+    for k, v in tensors().items():
+        assert loaded[k].dtype == v.dtype and torch.equal(loaded[k], v)
+    assert [p.name for p in tmp_path.iterdir()] == ["a.safetensors"]  # no temp file left
+
+
+def test_shared_storage_and_bad_values(tmp_path):
+    w = torch.randn(3, 3)
+    save_checkpoint(tmp_path / "tied.safetensors", {"a": w, "b": w, "c": w[0]})  # tied weights are fine
+    assert torch.equal(load_checkpoint(tmp_path / "tied.safetensors")[0]["c"], w[0])
+    with pytest.raises(TypeError, match=r"tensors\['x'\] is a int"):
+        save_checkpoint(tmp_path / "x.safetensors", {"x": 3})
+    with pytest.raises(TypeError, match="JSON"):
+        save_checkpoint(tmp_path / "x.safetensors", {}, {"obj": object()})
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+@pytest.mark.parametrize("cut", [0, 5, 20, -1, -40])
+def test_truncated_file_is_a_clear_error(tmp_path, cut):
+    path = save_checkpoint(tmp_path / "t.safetensors", tensors(), META)
+    data = path.read_bytes()
+    path.write_bytes(data[:cut] if cut >= 0 else data[:cut])
+    with pytest.raises(CheckpointError, match=r"t\.safetensors: (truncated|corrupt)"):
+        load_checkpoint(path)
+
+
+def test_garbage_and_missing_files(tmp_path):
+    (tmp_path / "g.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!")
+    with pytest.raises(CheckpointError, match="g.safetensors: corrupt"):
+        load_checkpoint(tmp_path / "g.safetensors")
+    with pytest.raises(CheckpointError, match="not found"):
+        load_checkpoint(tmp_path / "missing.safetensors")
+
+
+def test_crash_during_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
+    path = save_checkpoint(tmp_path / "c.safetensors", tensors(), META)
+    before = path.read_bytes()
+
+    def half_then_crash(f, data):
+        f.write(data[: len(data) // 2])
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(files, "_write_all", half_then_crash)
+    with pytest.raises(OSError, match="simulated"):
+        save_checkpoint(path, {"model.w": torch.ones(1000)}, {"step": 99})
+    assert path.read_bytes() == before and load_checkpoint(path)[1] == META
+    assert [p.name for p in tmp_path.iterdir()] == ["c.safetensors"]
+
+
+@pytest.mark.parametrize("where", ["mid-write", "before-rename"])
+def test_process_killed_while_saving_keeps_previous_checkpoint(tmp_path, where):
+    """A real SIGKILL in a child process: half-way through writing, or after the temp file is
+    complete but before the rename. The old checkpoint must still load."""
+    path = save_checkpoint(tmp_path / "k.safetensors", tensors(), META)
+    hook = (
+        "files._write_all = lambda f, d: (f.write(d[: len(d) // 2]), f.flush(), os.kill(os.getpid(), 9))"
+        if where == "mid-write"
+        else "os.replace = lambda *a: os.kill(os.getpid(), 9)"
+    )
+    code = textwrap.dedent(f"""
+        import os, torch
+        from timestep_embed import files
+        from timestep_embed.ddpm import checkpoint as ckpt
+        {hook}
+        ckpt.save_checkpoint({str(path)!r}, {{"model.w": torch.ones(100000)}}, {{"step": 99}})
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr.decode()
+    loaded, meta = load_checkpoint(path)
+    assert meta == META and torch.equal(loaded["model.w"], tensors()["model.w"])
+
+
+def test_optimizer_state_round_trip_resumes_exactly(tmp_path):
+    def make():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.SiLU(), torch.nn.Linear(8, 1))
+        return model, torch.optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.99), weight_decay=0.1)
+
+    def steps(model, opt, n, start):
+        for i in range(start, start + n):
+            x = torch.randn(16, 4, generator=torch.Generator().manual_seed(i))
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+
+    straight, opt = make()
+    steps(straight, opt, 6, 0)
+
+    model, opt = make()
+    steps(model, opt, 3, 0)
+    opt_tensors, opt_meta = ckpt.flatten_optimizer_state(opt.state_dict())
+    save_checkpoint(
+        tmp_path / "r.safetensors",
+        {**ckpt.with_prefix(model.state_dict(), "model."), **opt_tensors},
+        {"optimizer": opt_meta, "step": 3},
+    )
+    loaded, meta = load_checkpoint(tmp_path / "r.safetensors")
+    resumed, opt2 = make()
+    resumed.load_state_dict(ckpt.strip_prefix(loaded, "model."))
+    opt2.load_state_dict(ckpt.unflatten_optimizer_state(loaded, meta["optimizer"]))
+    steps(resumed, opt2, 3, meta["step"])
+    for a, b in zip(straight.parameters(), resumed.parameters(), strict=True):
+        assert torch.equal(a, b)
+    json.dumps(meta)  # all metadata stays JSON
+
+
+def test_reads_plain_safetensors_files_without_our_metadata(tmp_path):
+    from safetensors.torch import save_file
+
+    save_file({"x": torch.arange(3)}, tmp_path / "plain.safetensors")
+    loaded, meta = load_checkpoint(tmp_path / "plain.safetensors")
+    assert meta == {} and torch.equal(loaded["x"], torch.arange(3))

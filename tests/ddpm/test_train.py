@@ -1,0 +1,213 @@
+"""The training job end to end on the smoke config: run folder, exact --resume, Ctrl-C, bad input, DDP."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from timestep_embed.cli import main
+from timestep_embed.ddpm import checkpoint as ckpt
+from timestep_embed.ddpm import runtime
+from timestep_embed.ddpm.config import load_run_config
+from timestep_embed.ddpm.configfile import ConfigError
+from timestep_embed.ddpm.data import DataError
+from timestep_embed.ddpm.train import run_training
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = str(ROOT / "configs" / "ddpm_mnist_smoke.yaml")
+FAST = [
+    "eval.enabled=false",
+    "sample.num_samples=4",
+    "sample.batch_size=4",
+    "sample.steps=3",
+    "train.bf16=false",
+    "train.threads=1",
+]
+
+
+def test_configs_load_and_the_main_one_is_the_default():
+    main = load_run_config(ROOT / "configs" / "ddpm_mnist.yaml")
+    assert main.train.minutes is not None and main.sample.num_samples == 500
+    assert load_run_config(None) == main  # the dataclass defaults are the main config (no file needed)
+    assert load_run_config(SMOKE).train.steps == 20
+
+
+def test_smoke_pipeline_writes_the_run_folder(tmp_path):
+    metrics = run_training(SMOKE, tmp_path / "run", progress=False)
+    names = {p.name for p in (tmp_path / "run").iterdir()}
+    assert {
+        "config.yaml",
+        "checkpoint.safetensors",
+        "log.jsonl",
+        "loss_curve.png",
+        "samples.npy",
+        "samples.png",
+        "metrics.json",
+        "grid_000010.png",
+        "grid_000020.png",
+    } <= names
+    on_disk = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    for key in ("fd", "entropy", "confidence", "real_fd", "noise_fd", "train_steps", "steps_per_s"):
+        assert key in metrics and key in on_disk
+    assert metrics["train_steps"] == 20
+    samples = np.load(tmp_path / "run" / "samples.npy")
+    assert samples.shape == (20, 1, 28, 28) and samples.min() >= -1 and samples.max() <= 1
+    # the `sample` CLI reads the run back, without touching the run's scored samples
+    out = tmp_path / "more"
+    assert main(["sample", str(tmp_path / "run"), "sample.num_samples=3", "sample.steps=2", "--out", str(out)]) == 0
+    assert np.load(tmp_path / "more.npy").shape == (3, 1, 28, 28) and (tmp_path / "more.png").is_file()
+    assert np.array_equal(np.load(tmp_path / "run" / "samples.npy"), samples)
+
+
+def _weights(run: Path) -> dict:
+    tensors, meta = ckpt.load_checkpoint(run / "checkpoint.safetensors")
+    return {k: v for k, v in tensors.items() if k.startswith(("model.", "ema.", "optim."))}, meta
+
+
+def test_resume_is_exact(tmp_path):
+    straight = run_training(SMOKE, tmp_path / "a", overrides=FAST, progress=False)
+    first = run_training(SMOKE, tmp_path / "b", overrides=FAST, progress=False, stop_at=10)
+    assert first["train_steps"] == 10 and not first["finished"]
+    resumed = run_training(SMOKE, tmp_path / "b", overrides=FAST, progress=False, resume=True)
+    assert straight["train_steps"] == resumed["train_steps"] == 20
+    (wa, ma), (wb, mb) = _weights(tmp_path / "a"), _weights(tmp_path / "b")
+    assert ma["step"] == mb["step"] == 20 and wa.keys() == wb.keys()
+    for k in wa:
+        assert torch.equal(wa[k], wb[k]), k
+    assert np.array_equal(np.load(tmp_path / "a" / "samples.npy"), np.load(tmp_path / "b" / "samples.npy"))
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+    class InterruptAt(nn.Module):  # a time embedder that "presses Ctrl-C" at its 6th call
+        def __init__(self):
+            super().__init__()
+            self.lin, self.calls = nn.Linear(1, 32), 0
+
+        def forward(self, t):
+            self.calls += 1
+            if self.calls == 6:
+                raise KeyboardInterrupt
+            return self.lin(t.float()[:, None] / 1000)
+
+    metrics = run_training(SMOKE, tmp_path / "r", InterruptAt(), FAST, progress=False)
+    assert metrics["interrupted"] and metrics["train_steps"] == 5
+    assert ckpt.load_checkpoint(tmp_path / "r" / "checkpoint.safetensors")[1]["step"] == 5
+    assert not (tmp_path / "r" / "samples.npy").exists()
+
+
+def test_bad_config_is_a_clear_error_and_writes_nothing(tmp_path):
+    with pytest.raises(ConfigError, match="train.lrr"):
+        run_training(SMOKE, tmp_path / "x", overrides=["train.lrr=1"], progress=False)
+    with pytest.raises(ConfigError, match="train.steps"):
+        run_training(SMOKE, tmp_path / "x", overrides=["train.steps=ten"], progress=False)
+    with pytest.raises(ValueError, match="model.channels"):
+        run_training(SMOKE, tmp_path / "x", overrides=["model.channels=[8,16,32]"], progress=False)
+    with pytest.raises(ValueError, match="train.minutes"):
+        run_training(SMOKE, tmp_path / "x", overrides=["train.minutes=1", "train.steps=5"], progress=False)
+    with pytest.raises(DataError, match="nowhere"):
+        run_training(SMOKE, tmp_path / "x", overrides=["data.source=/nowhere"], progress=False)
+    assert not (tmp_path / "x").exists()
+    assert main(["train", "--config", SMOKE, "--out-dir", str(tmp_path / "x"), "train.nope=1", "--quiet"]) == 2
+
+
+def test_existing_run_and_corrupt_checkpoint_are_not_overwritten(tmp_path):
+    run = tmp_path / "r"
+    run_training(SMOKE, run, overrides=[*FAST, "train.steps=2"], progress=False)
+    file = run / "checkpoint.safetensors"
+    good = file.read_bytes()
+    with pytest.raises(FileExistsError, match="--resume"):
+        run_training(SMOKE, run, overrides=FAST, progress=False)
+    file.write_bytes(good[: len(good) // 2])  # truncated, as by a crash outside our atomic writer
+    with pytest.raises(ckpt.CheckpointError, match="truncated"):
+        run_training(SMOKE, run, overrides=FAST, progress=False, resume=True)
+    assert file.read_bytes() == good[: len(good) // 2]
+    assert main(["sample", str(file)]) == 2
+
+
+WORKER = textwrap.dedent("""
+    import sys, torch
+    from pathlib import Path
+    from safetensors.torch import save_file
+    from timestep_embed.ddpm.config import load_run_config
+    from timestep_embed.ddpm.runtime import setup, cleanup
+    from timestep_embed.ddpm.train import train_loop
+    from timestep_embed.ddpm.unet import UNet
+    out = Path(sys.argv[2])
+    cfg = load_run_config(sys.argv[1], sys.argv[3:])
+    rt = setup("cpu", False)
+    torch.manual_seed(0)
+    model = UNet(cfg.model)
+    ema, stats = train_loop(cfg, rt, model, out, progress=False)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out / f"rank{rt.rank}.safetensors"))
+    cleanup()
+""")
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed not built")
+def test_ddp_two_cpu_processes_keep_identical_weights(tmp_path):
+    from safetensors.torch import load_file
+
+    (tmp_path / "worker.py").write_text(WORKER)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        "--master_addr=127.0.0.1",
+        f"--master_port={port}",
+        str(tmp_path / "worker.py"),
+        SMOKE,
+        str(tmp_path),
+        "train.steps=4",
+        "train.threads=1",
+        "train.bf16=false",
+        "train.batch_size=8",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    a, b = load_file(tmp_path / "rank0.safetensors"), load_file(tmp_path / "rank1.safetensors")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert ckpt.load_checkpoint(tmp_path / "checkpoint.safetensors")[1]["step"] == 4  # written by rank 0
+    assert any(not torch.equal(v, torch.zeros_like(v)) for k, v in a.items() if "conv2" in k)  # it trained
+
+
+def test_job_cap_stops_training_early_to_leave_time_for_sampling(tmp_path):
+    over = [*FAST, "train.steps=null", "train.minutes=5", "train.job_minutes=0.001"]
+    metrics = run_training(SMOKE, tmp_path / "r", overrides=over, progress=False)
+    # the cap applies once 20 step times are known (their median projects the sampling time)
+    assert metrics["finished"] and metrics["train_steps"] == 20 and (tmp_path / "r" / "samples.npy").exists()
+
+
+def test_thread_tuner_keeps_the_faster_count(monkeypatch):
+    distributed = runtime
+    monkeypatch.setattr(distributed.os, "cpu_count", lambda: 2)
+    before = torch.get_num_threads()
+    try:
+        tuner = distributed.ThreadTuner("auto", probe=2, period=1e9)
+        for _ in range(8):  # one thread is 5x faster here, as on a busy shared CPU
+            tuner.step(0.1 if torch.get_num_threads() == 1 else 0.5)
+        assert tuner.current == 1 and torch.get_num_threads() == 1
+        for _ in range(2):  # the load changes: one thread becomes 10x slower -> re-probe at once
+            tuner.step(1.0)
+        assert tuner.current == 2
+        fixed = distributed.ThreadTuner(1)
+        fixed.step(9.0)
+        assert torch.get_num_threads() == 1
+        with pytest.raises(ValueError, match="train.threads = 0"):
+            distributed.ThreadTuner(0)
+    finally:
+        torch.set_num_threads(before)

@@ -1,0 +1,215 @@
+"""Swapping our modules into diffusers' UNets (built from tiny configs) and back; weight mapping."""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+
+import pytest
+import torch
+
+from timestep_embed.interop import (
+    KEY_LAYOUTS,
+    convention_from_unet_config,
+    embedder_from_diffusers_unet,
+    embedder_state_dict,
+    export_to_diffusers,
+    load_state_dict_checked,
+    patch_diffusers_unet,
+    require_diffusers,
+    to_diffusers_modules,
+    to_layout,
+)
+from timestep_embed.nn import FourierEmbedding, SinusoidalEmbedding, TimestepEmbedder, TimestepMLP
+
+diffusers = pytest.importorskip("diffusers")
+
+
+TINY = dict(
+    sample_size=8, in_channels=1, out_channels=1, block_out_channels=(8, 16), layers_per_block=1, norm_num_groups=4
+)
+
+
+def unet2d(**config):
+    torch.manual_seed(0)
+    return diffusers.UNet2DModel(
+        down_block_types=("DownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "UpBlock2D"), **TINY, **config
+    ).eval()
+
+
+def unet2d_condition(**config):
+    torch.manual_seed(0)
+    return diffusers.UNet2DConditionModel(
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=8,
+        attention_head_dim=2,
+        **TINY,
+        **config,
+    ).eval()
+
+
+TIMESTEPS = [torch.tensor([0, 999]), torch.tensor([3.25, 640.5]), 17, 2.5, torch.tensor(999), torch.tensor(0.75)]
+
+
+def _outputs(unet, extra, timesteps):
+    x = torch.randn(2, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        return [unet(x, t, **extra).sample for t in timesteps]
+
+
+def _assert_patch_keeps_outputs(unet, extra, timesteps=TIMESTEPS):
+    before = _outputs(unet, extra, timesteps)
+    keys = set(unet.state_dict())
+    patch_diffusers_unet(unet)
+    assert isinstance(unet.time_embedding, TimestepMLP)
+    assert set(unet.state_dict()) == keys
+    for a, b in zip(before, _outputs(unet, extra, timesteps), strict=True):
+        assert (a - b).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("flip", [True, False])
+@pytest.mark.parametrize("shift", [0, 1])
+def test_patch_unet2d_positional_keeps_outputs(flip, shift):
+    unet = unet2d(flip_sin_to_cos=flip, freq_shift=shift)
+    _assert_patch_keeps_outputs(unet, {})
+    assert isinstance(unet.time_proj, SinusoidalEmbedding)
+    assert unet.time_proj.convention == convention_from_unet_config(unet.config)
+    assert unet.time_proj.convention.first == ("cos" if flip else "sin")
+
+
+def test_patch_keeps_outputs_in_float64():
+    unet = unet2d().double()
+    x = torch.randn(2, 1, 8, 8, dtype=torch.float64)
+    with torch.no_grad():
+        before = unet(x, torch.tensor([3.5, 999.0])).sample
+        patch_diffusers_unet(unet)
+        assert unet.time_embedding.linear_1.weight.dtype == torch.float64
+        assert (unet(x, torch.tensor([3.5, 999.0])).sample - before).abs().max() <= 1e-12
+
+
+def test_patch_unet2d_fourier_and_class_timestep_embedding():
+    unet = unet2d(time_embedding_type="fourier")
+    _assert_patch_keeps_outputs(unet, {}, [torch.tensor([0.002, 80.0]), torch.tensor(1.5)])
+    assert isinstance(unet.time_proj, FourierEmbedding) and unet.time_proj.log
+    unet = unet2d(class_embed_type="timestep")  # class labels go through time_proj too
+    _assert_patch_keeps_outputs(unet, {"class_labels": torch.tensor([3, 7])})
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {},
+        {"flip_sin_to_cos": False, "freq_shift": 1, "act_fn": "mish", "timestep_post_act": "silu"},
+        {"time_embedding_type": "fourier", "flip_sin_to_cos": False},
+        {"time_embedding_type": "fourier"},
+    ],
+)
+def test_patch_unet2d_condition_keeps_outputs(config):
+    unet = unet2d_condition(**config)
+    extra = {"encoder_hidden_states": torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(1))}
+    _assert_patch_keeps_outputs(unet, extra)
+
+
+def test_patch_unet2d_condition_with_timestep_cond():
+    unet = unet2d_condition(time_cond_proj_dim=4)
+    extra = {"encoder_hidden_states": torch.randn(2, 3, 8), "timestep_cond": torch.randn(2, 4)}
+    _assert_patch_keeps_outputs(unet, extra, TIMESTEPS[:3])
+    assert unet.time_embedding.cond_proj.bias is None
+
+
+def test_patch_sdxl_style_added_time_ids():
+    unet = unet2d_condition(
+        addition_embed_type="text_time", addition_time_embed_dim=4, projection_class_embeddings_input_dim=8 + 6 * 4
+    )
+    added = {"text_embeds": torch.randn(2, 8), "time_ids": torch.tensor([[8, 8, 0, 0, 8, 8]] * 2)}
+    extra = {"encoder_hidden_states": torch.randn(2, 3, 8), "added_cond_kwargs": added}
+    _assert_patch_keeps_outputs(unet, extra, TIMESTEPS[:2])
+    assert isinstance(unet.add_time_proj, SinusoidalEmbedding) and isinstance(unet.add_embedding, TimestepMLP)
+
+
+def test_export_our_embedder_into_diffusers_unet():
+    unet = unet2d(flip_sin_to_cos=False, freq_shift=1)
+    torch.manual_seed(5)
+    ours = TimestepEmbedder(32, sinusoid_dim=8, convention="ddpm")
+    export_to_diffusers(ours, unet)
+    t = torch.tensor([1, 250, 999])
+    with torch.no_grad():
+        assert (unet.time_embedding(unet.time_proj(t)) - ours(t)).abs().max() <= 1e-6
+    with pytest.raises(ValueError, match="outputs would differ"):
+        export_to_diffusers(TimestepEmbedder(32, sinusoid_dim=8, convention="adm"), unet)
+    with pytest.raises(ValueError, match="missing keys"):
+        export_to_diffusers(TimestepEmbedder(32, sinusoid_dim=8, convention="ddpm", cond_dim=3), unet)
+
+
+def test_roundtrip_diffusers_embedder_diffusers():
+    unet = unet2d_condition(time_embedding_type="fourier", timestep_post_act="silu")
+    embedder = embedder_from_diffusers_unet(unet)
+    proj, mlp = to_diffusers_modules(embedder)
+    t = torch.tensor([0.5, 7.0])
+    with torch.no_grad():
+        expected = unet.time_embedding(unet.time_proj(t))
+        assert torch.equal(mlp(proj(t)), expected)
+        assert (embedder(t) - expected).abs().max() <= 1e-6
+
+
+def test_to_diffusers_modules_refuses_what_diffusers_cannot_express():
+    with pytest.raises(ValueError, match="only has the concatenated layout"):
+        to_diffusers_modules(TimestepEmbedder(32, convention="vaswani"))
+    with pytest.raises(ValueError, match="time_input"):
+        to_diffusers_modules(TimestepEmbedder(32, time_input="quarter_log"))
+    with pytest.raises(ValueError, match="no diffusers equivalent"):
+        to_diffusers_modules(TimestepEmbedder(32, time_proj=FourierEmbedding.edm(8)))
+
+
+def test_unsupported_models_are_named():
+    with pytest.raises(TypeError, match="UNet2DModel or UNet2DConditionModel, got Linear"):
+        patch_diffusers_unet(torch.nn.Linear(2, 2))
+    unet = diffusers.UNet2DModel(
+        time_embedding_type="learned",
+        num_train_timesteps=10,
+        **TINY,
+        down_block_types=("DownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "UpBlock2D"),
+    )
+    with pytest.raises(ValueError, match="time_embedding_type='learned' is not supported"):
+        patch_diffusers_unet(unet)
+    patched = patch_diffusers_unet(unet2d())
+    with pytest.raises(TypeError, match="patched already"):
+        patch_diffusers_unet(patched)
+
+
+def test_mismatched_state_dict_error_names_keys_and_layout():
+    mlp = TimestepMLP(4, 8)
+    bad = {"linear_1.weight": torch.zeros(8, 4), "linear_2.weight": torch.zeros(8, 9), "extra.bias": torch.zeros(1)}
+    with pytest.raises(ValueError) as info:
+        load_state_dict_checked(mlp, bad, "test")
+    message = str(info.value)
+    for part in ("linear_1.bias", "linear_2.bias", "extra.bias", "expected [8, 8], got [8, 9]", "Expected layout"):
+        assert part in message
+
+
+def test_weight_layouts_map_original_checkpoints():
+    ours = TimestepEmbedder(32, sinusoid_dim=8)
+    for layout in KEY_LAYOUTS:
+        foreign = to_layout(ours.state_dict(), layout)
+        foreign["input_blocks.0.weight"] = torch.zeros(1)  # the rest of a model is ignored
+        loaded = TimestepEmbedder(32, sinusoid_dim=8)
+        loaded.load_state_dict(embedder_state_dict(foreign), strict=True)
+        assert torch.equal(loaded(torch.tensor([5])), ours(torch.tensor([5])))
+    with pytest.raises(ValueError, match="could not tell the checkpoint layout"):
+        embedder_state_dict({"foo.weight": torch.zeros(1)})
+
+
+def test_missing_diffusers_gives_install_hint(monkeypatch):
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name.split(".")[0] == "diffusers":
+            raise ImportError("No module named 'diffusers'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    monkeypatch.setattr(importlib, "import_module", lambda name: fake_import(name))
+    with pytest.raises(ImportError, match=r"pip install 'timestep-embed\[diffusers\]'"):
+        require_diffusers()

@@ -1,0 +1,148 @@
+"""Under tracing, compiling, export, meta and fake tensors and autograd, the core, the diffusers
+drop-in, the module and a patched diffusers UNet behave exactly like diffusers: the same values,
+gradients that reach t, and no branch that depends on the values seen while tracing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from diffusers import UNet2DModel
+from diffusers.models.embeddings import Timesteps
+from diffusers.models.embeddings import get_timestep_embedding as diffusers_embedding
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from timestep_embed import SinusoidalEmbedding, get_timestep_embedding, sinusoidal_embedding
+from timestep_embed.interop import patch_diffusers_unet
+
+pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")  # diffusers' own shape asserts
+
+TRACE_ON = torch.tensor([3.0, 917.0])  # integer-valued floats: the old table path took these
+RUN_ON = [torch.tensor([11.5, 400.75]), torch.tensor([3.0, 5.0]), torch.tensor([999.0, 999.0])]
+DIM = 33
+
+
+class Core(torch.nn.Module):
+    def forward(self, t):
+        return sinusoidal_embedding(t, DIM, "adm")
+
+
+class DropIn(torch.nn.Module):
+    def forward(self, t):
+        return get_timestep_embedding(t, DIM, True, 0)
+
+
+def reference(t):
+    return diffusers_embedding(t, DIM, True, 0)
+
+
+SUBJECTS = {
+    "core": Core,
+    "drop-in": DropIn,
+    "module": lambda: SinusoidalEmbedding(DIM, "adm", num_timesteps=1000),
+}
+
+
+def tiny_unet() -> UNet2DModel:
+    torch.manual_seed(0)
+    return UNet2DModel(
+        sample_size=8,
+        in_channels=1,
+        out_channels=1,
+        block_out_channels=(8, 16),
+        layers_per_block=1,
+        norm_num_groups=4,
+        down_block_types=("DownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "UpBlock2D"),
+    ).eval()
+
+
+@pytest.fixture(scope="module")
+def unets():
+    plain = tiny_unet()
+    patched = patch_diffusers_unet(tiny_unet())
+    return plain, patched
+
+
+X = torch.randn(2, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize("name", SUBJECTS)
+def test_jit_trace_on_some_timesteps_runs_right_on_others(name):
+    traced = torch.jit.trace(SUBJECTS[name](), (TRACE_ON,), check_trace=False)
+    for t in RUN_ON:
+        assert torch.equal(traced(t), reference(t)), t
+
+
+@pytest.mark.parametrize("name", SUBJECTS)
+def test_compile_fullgraph_equals_diffusers(name):
+    compiled = torch.compile(SUBJECTS[name](), fullgraph=True, backend="eager", dynamic=True)
+    for t in (TRACE_ON, *RUN_ON, torch.arange(5), torch.rand(7) * 1000):
+        assert torch.equal(compiled(t), reference(t)), t
+
+
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("name", SUBJECTS)
+def test_export_equals_diffusers(name, strict):
+    exported = torch.export.export(SUBJECTS[name](), (TRACE_ON,), strict=strict).module()
+    for t in RUN_ON:
+        assert torch.equal(exported(t), reference(t)), t
+
+
+@pytest.mark.parametrize("name", SUBJECTS)
+def test_meta_and_fake_tensors_give_diffusers_shapes(name):
+    subject = SUBJECTS[name]()
+    for t in (torch.empty(4, device="meta"), torch.empty(4, dtype=torch.int64, device="meta")):
+        out, expected = subject(t), reference(t)
+        assert (out.shape, out.dtype, out.device) == (expected.shape, expected.dtype, expected.device)
+    with FakeTensorMode():
+        for t in (torch.empty(4), torch.zeros(3, dtype=torch.int64)):
+            out, expected = subject(t), reference(t)
+            assert (out.shape, out.dtype) == (expected.shape, expected.dtype)
+
+
+@pytest.mark.parametrize("name", SUBJECTS)
+@pytest.mark.parametrize("t", [TRACE_ON, RUN_ON[0], torch.full((300,), 42.0)])
+def test_gradient_with_respect_to_t_is_diffusers_gradient(name, t):
+    ours, theirs = t.clone().requires_grad_(True), t.clone().requires_grad_(True)
+    weights = torch.randn(len(t), DIM, generator=torch.Generator().manual_seed(1))
+    (SUBJECTS[name]()(ours) * weights).sum().backward()
+    (reference(theirs) * weights).sum().backward()
+    assert torch.equal(ours.grad, theirs.grad)
+    assert ours.grad.abs().sum() > 0  # the embedding's part of d/dt is there
+
+
+def test_patched_unet_under_jit_trace(unets):
+    plain, patched = unets
+    traced = torch.jit.trace(patched, (X, TRACE_ON), check_trace=False, strict=False)
+    for t in RUN_ON:
+        assert torch.equal(traced(X, t)["sample"], plain(X, t).sample)
+
+
+def test_patched_unet_under_compile_export_and_meta(unets):
+    plain, patched = unets
+    compiled = torch.compile(patched, fullgraph=True, backend="eager")
+    exported = torch.export.export(patched, (X, TRACE_ON), strict=False).module()
+    with torch.no_grad():
+        for t in RUN_ON:
+            expected = plain(X, t).sample
+            assert torch.equal(compiled(X, t).sample, expected)
+            assert torch.equal(exported(X, t)[0], expected)
+    meta = patch_diffusers_unet(tiny_unet()).to("meta")
+    out = meta(X.to("meta"), TRACE_ON.to("meta")).sample
+    assert out.shape == X.shape and out.is_meta
+
+
+def test_patched_unet_gradient_with_respect_to_t(unets):
+    plain, patched = unets
+    grads = []
+    for unet in (plain, patched):
+        t = TRACE_ON.clone().requires_grad_(True)
+        unet(X, t).sample.sum().backward()
+        grads.append(t.grad)
+    assert torch.equal(grads[0], grads[1]) and grads[1].abs().sum() > 0
+
+
+def test_diffusers_timesteps_module_is_the_reference_for_the_module():
+    theirs = Timesteps(DIM, True, 0)
+    for t in RUN_ON:
+        assert torch.equal(SinusoidalEmbedding(DIM, "adm", num_timesteps=1000)(t), theirs(t))

@@ -1,0 +1,164 @@
+"""Every guard of the core: the message names the argument, the value and what is accepted."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from timestep_embed import Convention, LowPrecisionTimestepWarning, SinusoidalEmbedding, sinusoidal_embedding
+
+
+@pytest.mark.parametrize("dim", [0, -3])
+def test_dim_below_one(dim):
+    with pytest.raises(ValueError, match=rf"dim must be an int >= 1, got {dim}"):
+        sinusoidal_embedding([1], dim)
+
+
+@pytest.mark.parametrize("dim", [2.0, "8", True, None])
+def test_dim_not_an_int(dim):
+    with pytest.raises(TypeError, match="dim must be an int >= 1"):
+        sinusoidal_embedding([1], dim)
+
+
+def test_dim_two_with_shift_one_is_refused_where_diffusers_returns_nan():
+    from diffusers.models.embeddings import get_timestep_embedding as diffusers_embedding
+
+    assert torch.isnan(diffusers_embedding(torch.tensor([1, 2]), 2, downscale_freq_shift=1)).all()
+    with pytest.raises(ValueError, match=r"dim=2 with freq_shift=1.*h - freq_shift = 0.*NaN"):
+        sinusoidal_embedding([1, 2], 2, freq_shift=1)
+    assert torch.isfinite(sinusoidal_embedding([1, 2], 2, freq_shift=0)).all()
+
+
+def test_dim_one_is_a_zero_column_as_in_diffusers():
+    assert torch.equal(sinusoidal_embedding([3, 4], 1), torch.zeros(2, 1))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("n", [1, 100])
+def test_non_finite_timesteps(bad, n):
+    t = torch.zeros(n)
+    t[-1] = bad
+    with pytest.raises(ValueError, match=r"timesteps must be finite, got non-finite values such as \[(nan|inf|-inf)\]"):
+        sinusoidal_embedding(t, 8)
+
+
+def test_huge_but_finite_timesteps_are_not_mistaken_for_inf():
+    t = torch.full((100,), 3e38)  # the float64 sum stays finite; float32 would overflow
+    assert torch.isfinite(sinusoidal_embedding(t, 8)).all()
+
+
+@pytest.mark.parametrize(
+    "bad, word",
+    [
+        (torch.tensor([1 + 2j]), "complex"),
+        (np.array([1 + 2j]), "complex"),
+        (torch.tensor([True]), "bool"),
+        (True, "bool"),
+        (np.array([True]), "bool"),
+        ("10", "string"),
+        (["a"], "str|<U1"),
+    ],
+)
+def test_non_numeric_timesteps(bad, word):
+    with pytest.raises(TypeError, match=rf"timesteps must be.*({word}|{word.lower()})"):
+        sinusoidal_embedding(bad, 8)
+
+
+@pytest.mark.parametrize("max_period", [0, -10.0])
+def test_max_period_must_be_positive(max_period):
+    with pytest.raises(ValueError, match=rf"max_period must be > 0.*got {max_period}"):
+        sinusoidal_embedding([1], 8, max_period=max_period)
+
+
+def test_non_finite_options():
+    with pytest.raises(ValueError, match="scale must be finite"):
+        Convention(scale=float("inf"))
+    with pytest.raises(TypeError, match="freq_shift must be a real number"):
+        Convention(freq_shift="1")
+
+
+def test_unknown_layout_first_and_preset_names():
+    with pytest.raises(ValueError, match=r"layout must be one of \('concat', 'interleaved'\), got 'stacked'"):
+        sinusoidal_embedding([1], 8, layout="stacked")
+    with pytest.raises(ValueError, match=r"first must be one of \('sin', 'cos'\), got 'tan'"):
+        sinusoidal_embedding([1], 8, first="tan")
+    with pytest.raises(ValueError, match=r"convention must be one of \[.*'adm'.*\] or a Convention, got 'ddim'"):
+        sinusoidal_embedding([1], 8, "ddim")
+    with pytest.raises(ValueError, match="convention must be one of"):
+        sinusoidal_embedding([1], 8, ["adm"])  # unhashable: still the clear message
+
+
+def test_bad_output_dtype():
+    with pytest.raises(TypeError, match=r"dtype must be a floating torch.dtype.*torch.int64"):
+        sinusoidal_embedding([1], 8, dtype=torch.int64)
+
+
+def test_bfloat16_rounding_warning_names_what_happened_and_the_fix():
+    t = torch.tensor([999.0]).to(torch.bfloat16)
+    assert float(t) == 1000.0  # the trap itself
+    with pytest.warns(
+        LowPrecisionTimestepWarning, match=r"torch.bfloat16 with values up to 1000.*999 into 1000.*int64 or float32"
+    ):
+        sinusoidal_embedding(t, 8)
+
+
+def test_float16_rounding_warning():
+    t = torch.tensor([998.4]).half()
+    assert float(t) == 998.5
+    with pytest.warns(LowPrecisionTimestepWarning, match=r"float16 with values up to 998.5.*0.5 apart"):
+        sinusoidal_embedding(t, 8)
+
+
+def test_no_warning_for_exact_small_integers_in_half_precision():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sinusoidal_embedding(torch.arange(200).to(torch.bfloat16), 8)
+        sinusoidal_embedding(torch.arange(2000).half(), 8)
+        sinusoidal_embedding(torch.tensor([999.4]), 8)  # float32 holds it: no warning
+
+
+@pytest.mark.parametrize(
+    "bad", [torch.tensor([1e300], dtype=torch.float64), torch.full((100,), 1e39, dtype=torch.float64)]
+)
+def test_finite_float64_that_overflows_float32_is_refused(bad):
+    with pytest.raises(ValueError, match=r"timesteps up to 1e\+(300|39) with scale 1 overflow the float32 phase"):
+        sinusoidal_embedding(bad, 8)
+    assert torch.isfinite(sinusoidal_embedding(bad[:1] / 1e280 if bad[0] > 1e100 else bad, 8, precise=True)).all()
+
+
+def test_timesteps_times_scale_that_overflow_are_refused():
+    with pytest.raises(ValueError, match=r"timesteps up to 1e\+30 with scale 1e\+10 overflow"):
+        sinusoidal_embedding(torch.tensor([1e30]), 8, scale=1e10)
+
+
+@pytest.mark.parametrize("n", [1, 100])
+def test_guards_hold_for_inputs_that_require_grad(n):
+    t = torch.zeros(n, requires_grad=True)
+    with torch.no_grad():
+        t[-1] = float("nan")
+    with pytest.raises(ValueError, match="timesteps must be finite"):
+        sinusoidal_embedding(t, 8)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
+@pytest.mark.parametrize("n", [3, 100])
+def test_unsigned_torch_timesteps_are_embedded_as_diffusers_does(dtype, n):
+    from diffusers.models.embeddings import get_timestep_embedding as diffusers_embedding
+
+    t = torch.arange(n).to(dtype)
+    assert torch.equal(sinusoidal_embedding(t, 16, "ddpm"), diffusers_embedding(t, 16))
+
+
+def test_float_dim_is_refused_even_after_the_int_was_used():
+    sinusoidal_embedding([1], 8)
+    with pytest.raises(TypeError, match="dim must be an int >= 1, got 8.0"):
+        sinusoidal_embedding([1], 8.0)
+
+
+def test_module_integer_cache_outside_its_range_computes_directly():
+    module = SinusoidalEmbedding(8, num_timesteps=100)
+    t = torch.tensor([-1, 5, 100])
+    assert torch.equal(module(t), sinusoidal_embedding(t, 8))
+    with pytest.raises(ValueError, match="num_timesteps must be a positive int or None, got 0"):
+        SinusoidalEmbedding(8, num_timesteps=0)

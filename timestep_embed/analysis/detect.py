@@ -1,0 +1,246 @@
+"""Which convention produced these embeddings?
+
+:func:`detect_convention` takes an ``[N, dim]`` matrix of embeddings at known timesteps (dumped
+from any codebase) or a callable, and searches (1) a grid of the conventions codebases use,
+with timesteps optionally rounded to bfloat16/float16 first, then (2) a continuous fit of
+``scale`` and the frequency decay (``max_period``) for every layout/order. It reports the best
+candidate, its max abs residual, and says plainly when nothing matches.
+
+:func:`~timestep_embed.analysis.diff_report.diff_report` compares two implementations and names the
+likely cause. CLI: ``timestep-embed detect EMB.npy --timesteps (T.npy | start:stop[:step])``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..conventions import PRESETS, Convention
+from ..sinusoidal import frequencies_np
+
+__all__ = ["Detection", "detect_convention"]
+
+# The grid: what real codebases use (see conventions.PRESETS); scale 1000 = t in [0, 1] times 1000
+# inside the embedding (Flux `time_factor`).
+GRID_SHIFTS = (0.0, 1.0)
+GRID_PERIODS = (10000.0, 1000.0, 100.0, 10.0)
+GRID_SCALES = (1.0, 1000.0)
+ROUNDINGS = {None: None, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_PRESET_ORDER = ("vaswani", "ddpm", "adm", "edm", "edm_song", "ldm", "dit", "diffusers", "diffusers_unet")
+
+
+@dataclass
+class Detection:
+    """Result of :func:`detect_convention`.
+
+    ``convention`` is the best candidate even when ``matched`` is False; ``residual`` its max abs
+    difference to the data; ``rounding`` names the dtype the timesteps were rounded to before
+    the embedding (None: not rounded); ``presets`` the preset names equal to ``convention``.
+    """
+
+    matched: bool
+    convention: Convention | None
+    residual: float
+    tolerance: float
+    rounding: str | None = None
+    presets: tuple[str, ...] = ()
+    fitted: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        if self.convention is None:
+            return "no match: " + "; ".join(self.notes)
+        c = self.convention
+        head = "match" if self.matched else "NO MATCH (closest candidate below)"
+        lines = [
+            f"{head}: residual {self.residual:.3g} (tolerance {self.tolerance:.3g})",
+            f"  layout={c.layout} first={c.first} freq_shift={c.freq_shift:g} "
+            f"max_period={c.max_period:.6g} scale={c.scale:.6g}",
+            f"  presets: {', '.join(self.presets) or 'none'}",
+            f"  timesteps rounded to: {self.rounding or 'not rounded'}",
+            f"  found by: {'continuous fit' if self.fitted else 'grid search'}",
+        ]
+        return "\n".join(lines + [f"  note: {n}" for n in self.notes])
+
+
+def _presets_of(conv: Convention) -> tuple[str, ...]:
+    return tuple(n for n in _PRESET_ORDER if PRESETS[n] == conv)
+
+
+def _columns(emb: np.ndarray, layout: str, first: str) -> tuple[np.ndarray, np.ndarray]:
+    """The columns that would be sin and cos [N, h] under a layout/order hypothesis."""
+    h = emb.shape[1] // 2
+    a, b = (emb[:, :h], emb[:, h : 2 * h]) if layout == "concat" else (emb[:, 0 : 2 * h : 2], emb[:, 1 : 2 * h : 2])
+    return (a, b) if first == "sin" else (b, a)
+
+
+def _phase_error(s, c, t, omega) -> float:
+    args = t[:, None] * omega[None, :]
+    return float(max(np.abs(s - np.sin(args)).max(initial=0), np.abs(c - np.cos(args)).max(initial=0)))
+
+
+def _round(t: np.ndarray, name) -> np.ndarray:
+    if name is None:
+        return t
+    return torch.from_numpy(t).to(ROUNDINGS[name]).double().numpy()
+
+
+def _to_float64(values) -> tuple[np.ndarray, float]:
+    """float64 numpy copy and the storage precision (machine epsilon) of the values as given."""
+    if isinstance(values, torch.Tensor):
+        eps = torch.finfo(values.dtype).eps if values.dtype.is_floating_point else 0.0
+        return values.detach().cpu().double().numpy(), float(eps)
+    array = np.asarray(values)
+    eps = float(np.finfo(array.dtype).eps) if array.dtype.kind == "f" else 0.0
+    return array.astype(np.float64), eps
+
+
+def _as_matrix(source, timesteps):
+    """(embeddings [N, dim] float64, timesteps [N] float64, storage epsilon of the embeddings)."""
+    if callable(source):
+        t = np.arange(1000, dtype=np.float64) if timesteps is None else np.asarray(timesteps, np.float64)
+        try:
+            out = source(torch.from_numpy(t).float())
+        except Exception:  # noqa: BLE001 - some implementations only take integer steps
+            out = source(torch.from_numpy(t).long())
+        emb, eps = _to_float64(out)
+    else:
+        if timesteps is None:
+            raise ValueError("timesteps are required with an embedding matrix: the t of every row")
+        (emb, eps), t = _to_float64(source), np.asarray(timesteps, dtype=np.float64).reshape(-1)
+    if emb.ndim != 2 or emb.shape[1] < 2:
+        raise ValueError(f"embeddings must be [N, dim] with dim >= 2, got shape {emb.shape}")
+    if emb.shape[0] != t.shape[0]:
+        raise ValueError(f"embeddings have {emb.shape[0]} rows but timesteps has {t.shape[0]} values")
+    if not np.isfinite(emb).all():
+        raise ValueError("embeddings contain NaN or inf (diffusers gives NaN for dim=2 with freq_shift=1)")
+    return emb, t, eps
+
+
+def _grid_search(emb, t, tol_for):
+    if emb.shape[0] > 1024:  # the grid only has to tell candidates apart: fewer rows suffice
+        pick = np.linspace(0, emb.shape[0] - 1, 1024).round().astype(int)
+        emb, t = emb[pick], t[pick]
+    h, results = emb.shape[1] // 2, []
+    hypotheses = list(itertools.product(("concat", "interleaved"), ("sin", "cos")))
+    columns = {hyp: _columns(emb, *hyp) for hyp in hypotheses}
+    for shift, period, scale, rounding in itertools.product(GRID_SHIFTS, GRID_PERIODS, GRID_SCALES, ROUNDINGS):
+        if h - shift <= 0:
+            continue
+        args = _round(t, rounding)[:, None] * (scale * frequencies_np(2 * h, shift, period))[None, :]
+        sin, cos = np.sin(args), np.cos(args)
+        for layout, first in hypotheses:
+            s, c = columns[(layout, first)]
+            err = float(max(np.abs(s - sin).max(initial=0), np.abs(c - cos).max(initial=0)))
+            conv = Convention(layout, first, shift, period, scale)
+            results.append((err, rounding is not None, conv, rounding))
+    results.sort(key=lambda r: (r[0] > tol_for(r[2]), r[0] if r[0] > tol_for(r[2]) else 0, r[1], r[0]))
+    return results
+
+
+def _fit_frequencies(s, c, t):
+    """Per-k angular frequency by unwrapping the phase along sorted t; NaN where unreliable."""
+    order = np.argsort(t)
+    ts, phase = t[order], np.arctan2(s[order], c[order])
+    ts, phase = np.concatenate([[0.0], ts]), np.concatenate([np.zeros((1, s.shape[1])), phase])
+    unwrapped = np.unwrap(phase, axis=0)
+    denom = float(ts @ ts)
+    if denom == 0:
+        return np.full(s.shape[1], np.nan)
+    omega = (ts @ unwrapped) / denom  # least squares through the origin: phase(0) = 0
+    misfit = np.abs(unwrapped - ts[:, None] * omega[None, :]).max(axis=0)
+    omega[misfit > 1e-2] = np.nan
+    return omega
+
+
+def _continuous_fit(emb, t):
+    """Best (error, Convention) over layouts/orders with scale and decay fitted to the data."""
+    h, best = emb.shape[1] // 2, None
+    k = np.arange(h, dtype=np.float64)
+    for layout, first in itertools.product(("concat", "interleaved"), ("sin", "cos")):
+        s, c = _columns(emb, layout, first)
+        omega = _fit_frequencies(s, c, t)
+        ok = np.isfinite(omega) & (omega > 0)
+        if ok.sum() < 2 or h < 2:
+            continue
+        slope, intercept = np.polyfit(k[ok], np.log(omega[ok]), 1)  # ln w_k = ln(scale) - k ln(P) / h
+        if slope >= 0:
+            continue
+        scale, period = float(np.exp(intercept)), float(np.exp(-slope * h))
+        conv = Convention(layout, first, 0.0, period, scale)
+        err = _phase_error(s, c, t, scale * frequencies_np(2 * h, 0.0, period))
+        if best is None or err < best[0]:
+            best = (err, conv)
+    return best
+
+
+def _snap(conv: Convention, h: int) -> Convention:
+    """Round fitted values to the grid's when they are that value up to fitting noise."""
+    scale = next((g for g in GRID_SCALES if math.isclose(conv.scale, g, rel_tol=1e-4)), conv.scale)
+    decay = math.log(conv.max_period) / h
+    for shift, period in itertools.product(GRID_SHIFTS, GRID_PERIODS):
+        if h - shift > 0 and math.isclose(decay, math.log(period) / (h - shift), rel_tol=1e-4):
+            return Convention(conv.layout, conv.first, shift, period, scale)
+    return Convention(conv.layout, conv.first, 0.0, conv.max_period, scale)
+
+
+def detect_convention(source, timesteps=None, *, tol: float = 1e-3) -> Detection:
+    """Identify layout, order, freq_shift, max_period and scale of sinusoidal embeddings.
+
+    Args:
+        source: ``[N, dim]`` array/tensor of embeddings, or a callable ``t [N] -> [N, dim]``
+            (called with float32 timesteps, or int64 if floats raise).
+        timesteps: the ``[N]`` timesteps of the rows (default for a callable: 0..999).
+        tol: max abs residual that counts as a match, plus the float32 argument error
+            ``3e-7 * max|scale * t|`` (capped at 0.5: float32 implementations differ from
+            float64 by that) and the machine epsilon of the dump (bfloat16 dumps: 2 ** -7).
+
+    Returns:
+        :class:`Detection`. ``freq_shift`` and ``max_period`` are only jointly identifiable
+        (``ln(max_period) / (h - freq_shift)``); the grid prefers max_period 10000.
+    """
+    emb, t, eps = _as_matrix(source, timesteps)
+    if emb.shape[0] > 2048:  # enough rows to decide; keeps the search fast
+        pick = np.linspace(0, emb.shape[0] - 1, 2048).round().astype(int)
+        emb, t = emb[pick], t[pick]
+    h, notes = emb.shape[1] // 2, []
+    t_max = float(np.abs(t).max(initial=0.0))
+
+    def tol_for(conv):
+        return tol + eps + min(3e-7 * t_max * conv.scale, 0.5)
+
+    if emb.shape[1] % 2 == 1 and np.abs(emb[:, -1]).max() > tol:
+        notes.append("odd width but the last column is not zero (diffusers pads odd widths with zeros)")
+    grid = _grid_search(emb, t, tol_for)
+    err, _, conv, rounding = grid[0]
+    fitted = False
+    if err > tol_for(conv):
+        fit = _continuous_fit(emb, t)
+        if fit is not None and fit[0] < err:
+            snapped = _snap(fit[1], h)
+            s, c = _columns(emb, snapped.layout, snapped.first)
+            snapped_err = _phase_error(
+                s, c, t, snapped.scale * frequencies_np(2 * h, snapped.freq_shift, snapped.max_period)
+            )
+            err, conv = (snapped_err, snapped) if snapped_err <= fit[0] + tol else fit
+            rounding, fitted = None, True
+    matched = err <= tol_for(conv)
+    if matched and rounding is not None:
+        notes.append(f"the timesteps were rounded to {rounding} before the embedding (bf16 turns 999 into 1000)")
+    if matched and fitted:
+        notes.append("not a grid value: max_period/scale fitted continuously; max_period is quoted for freq_shift=0")
+    if matched and conv.freq_shift == 1.0:
+        notes.append(f"equivalently freq_shift=0 with max_period={conv.max_period ** (h / (h - 1)):.6g}")
+    if not matched:
+        pair = _columns(emb, conv.layout, "sin")
+        norm = float(np.abs(pair[0] ** 2 + pair[1] ** 2 - 1).max())
+        notes.append(f"nothing matches within {tol_for(conv):.3g}; the closest candidate is off by {err:.3g}")
+        if norm > 0.05:
+            notes.append(f"the columns are not sin/cos pairs of one angle (|sin^2 + cos^2 - 1| up to {norm:.3g})")
+    return Detection(
+        bool(matched), conv, float(err), tol_for(conv), rounding if matched else None, _presets_of(conv), fitted, notes
+    )

@@ -1,0 +1,145 @@
+"""Compare two sinusoidal-embedding implementations over a grid and name the likely cause.
+
+The causes checked are the bugs seen in the wild: sin/cos halves swapped when porting,
+concatenated vs interleaved columns, ``half`` vs ``half - 1`` in the frequency exponent
+(freq_shift 0 vs 1), a different max_period or scale, and timesteps rounded to
+bfloat16/float16 before the embedding (bf16 turns 999 into 1000).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..conventions import Convention, layout_permutation, resolve_convention
+from ..sinusoidal import sinusoidal_embedding
+from .detect import detect_convention
+
+__all__ = ["DiffReport", "diff_report"]
+
+_FIELD_CAUSES = {
+    "layout": "concatenated vs interleaved sin/cos columns",
+    "first": "sin and cos halves swapped (diffusers' flip_sin_to_cos)",
+    "freq_shift": "half vs half - 1 in the frequency exponent (diffusers' downscale_freq_shift 0 vs 1)",
+    "max_period": "a different max_period",
+    "scale": "a different scale of the argument (e.g. t in [0, 1] vs t * 1000)",
+}
+
+
+@dataclass
+class DiffReport:
+    """Where two implementations differ over ``timesteps`` and the likely cause.
+
+    ``max_abs``/``mean_abs``: over all entries; ``worst_timestep``/``worst_column``: where the
+    max is; ``rows``: timesteps whose max difference exceeds ``tol``; ``columns``: the column
+    indices that differ anywhere; ``causes``: human-readable likely causes (empty: identical).
+    """
+
+    max_abs: float
+    mean_abs: float
+    tol: float
+    worst_timestep: float
+    worst_column: int
+    rows: np.ndarray
+    columns: np.ndarray
+    causes: list[str] = field(default_factory=list)
+
+    @property
+    def identical(self) -> bool:
+        return self.max_abs <= self.tol
+
+    def summary(self) -> str:
+        if self.identical:
+            return f"identical within {self.tol:g} (max abs difference {self.max_abs:.3g})"
+        cols = self.columns
+        col_text = f"{len(cols)} columns ({cols[0]}..{cols[-1]})" if len(cols) else "no column"
+        rows = ", ".join(f"{t:g}" for t in self.rows[:8]) + (" ..." if len(self.rows) > 8 else "")
+        return "\n".join(
+            [
+                f"differ: max abs {self.max_abs:.3g} at t={self.worst_timestep:g}, column {self.worst_column}; "
+                f"mean abs {self.mean_abs:.3g}",
+                f"  {len(self.rows)} timesteps differ by more than {self.tol:g}: {rows}",
+                f"  differing columns: {col_text}",
+                *[f"  likely cause: {c}" for c in (self.causes or ["unknown (no single known cause explains it)"])],
+            ]
+        )
+
+
+def _as_callable(impl, dim: int):
+    if callable(impl) and not isinstance(impl, (str, Convention)):
+        return impl
+    conv = resolve_convention(impl)
+    return lambda t: sinusoidal_embedding(t, dim, conv)
+
+
+def _evaluate(fn, t: torch.Tensor) -> np.ndarray:
+    out = fn(t)
+    return out.detach().cpu().double().numpy() if isinstance(out, torch.Tensor) else np.asarray(out, np.float64)
+
+
+def diff_report(impl_a, impl_b, timesteps, dim: int, *, tol: float = 1e-4) -> DiffReport:
+    """Compare ``impl_a`` and ``impl_b`` at ``timesteps`` (both ``[N] -> [N, dim]``).
+
+    Args:
+        impl_a, impl_b: callables taking a float32 tensor of timesteps, or a preset name /
+            :class:`Convention` (evaluated with :func:`sinusoidal_embedding` at ``dim``).
+        timesteps: the grid, e.g. ``torch.arange(1000)``; values not exact in bfloat16 are
+            needed to tell rounded timesteps apart.
+        dim: embedding width.
+        tol: entries that differ by more count as different.
+    """
+    t = torch.as_tensor(np.asarray(timesteps, dtype=np.float32)).reshape(-1)
+    fa, fb = _as_callable(impl_a, dim), _as_callable(impl_b, dim)
+    a, b = _evaluate(fa, t), _evaluate(fb, t)
+    if a.shape != b.shape:
+        raise ValueError(f"the implementations return different shapes: {a.shape} vs {b.shape}")
+    diff = np.abs(a - b)
+    row, col = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.size else (0, 0)
+    bad_rows = diff.max(axis=1) > tol if diff.size else np.zeros(0, bool)
+    report = DiffReport(
+        float(diff.max(initial=0)),
+        float(diff.mean()) if diff.size else 0.0,
+        tol,
+        float(t[row]) if len(t) else float("nan"),
+        int(col),
+        t.numpy()[bad_rows].astype(np.float64),
+        np.flatnonzero(diff.max(axis=0, initial=0) > tol),
+    )
+    if not report.identical:
+        report.causes = _causes(fa, fb, a, b, t, dim, tol)
+    return report
+
+
+def _causes(fa, fb, a, b, t, dim, tol) -> list[str]:
+    causes = []
+    for dtype, name in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16")):
+        rounded = t.to(dtype).float()
+        if np.abs(_evaluate(fa, rounded) - b).max() <= tol:
+            causes.append(f"B rounds the timesteps to {name} before the embedding (A does not)")
+        elif np.abs(a - _evaluate(fb, rounded)).max() <= tol:
+            causes.append(f"A rounds the timesteps to {name} before the embedding (B does not)")
+    if causes:
+        return causes
+    da, db = detect_convention(a, t.double().numpy()), detect_convention(b, t.double().numpy())
+    if da.matched and db.matched:
+        for name, text in _FIELD_CAUSES.items():
+            va, vb = getattr(da.convention, name), getattr(db.convention, name)
+            if va != vb:
+                causes.append(f"{text}: A has {name}={va!r}, B has {name}={vb!r}")
+        if da.rounding != db.rounding:
+            causes.append(f"timesteps rounded before the embedding: A {da.rounding}, B {db.rounding}")
+        return causes
+    orders = [Convention(layout, first) for layout in ("concat", "interleaved") for first in ("sin", "cos")]
+    for src in orders:  # a pure column permutation, whatever the frequency grid
+        for dst in orders:
+            if src != dst and dim >= 2 and np.abs(a[:, layout_permutation(src, dst, dim)] - b).max() <= tol:
+                return [
+                    f"the same values in another column order: A is {src.layout}/{src.first} first, "
+                    f"B is {dst.layout}/{dst.first} first"
+                ]
+    not_a = "" if da.matched else "A"
+    not_b = "" if db.matched else "B"
+    which = " and ".join(x for x in (not_a, not_b) if x)
+    return [f"{which} matches no known sinusoidal convention ({(da if not da.matched else db).notes[0]})"]

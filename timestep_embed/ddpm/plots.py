@@ -1,0 +1,73 @@
+"""A run's pictures: sample grids with a caption, the loss curve, the trained time embedding.
+
+Drawn on matplotlib's Agg canvas (:func:`~timestep_embed.analysis.figures.new_figure`: no display, no
+pyplot state) and written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..analysis.figures import new_figure, plot_time_mlp
+from ..files import save_figure
+from .checkpoint import load_model
+
+__all__ = ["grid_image", "save_grid_png", "save_loss_curve", "plot_run_time_mlp"]
+
+
+def grid_image(samples, nrow: int = 10) -> np.ndarray:
+    """``samples`` [N, 1, H, W] in [-1, 1] as one image [rows * (H + 2) + 2, nrow * (W + 2) + 2]."""
+    x = np.asarray(samples, dtype=np.float32)[:, 0]
+    n, h, w = x.shape
+    rows = -(-n // nrow)
+    grid = np.full((rows * (h + 2) + 2, nrow * (w + 2) + 2), -1.0, dtype=np.float32)
+    for i in range(n):
+        r, c = divmod(i, nrow)
+        grid[2 + r * (h + 2) : 2 + r * (h + 2) + h, 2 + c * (w + 2) : 2 + c * (w + 2) + w] = x[i]
+    return grid
+
+
+def save_grid_png(samples, path, nrow: int = 10, caption: str = "", zoom: int = 2) -> Path:
+    """A PNG of ``samples`` [N, 1, H, W] in [-1, 1] (white digits on black, as MNIST), ``zoom``
+    screen pixels per image pixel, with ``caption`` above the grid."""
+    grid = grid_image(samples, nrow)
+    dpi = 100
+    fig = new_figure(grid.shape[1] * zoom / dpi, grid.shape[0] * zoom / dpi + (0.35 if caption else 0.0))
+    ax = fig.add_subplot()
+    ax.imshow((grid + 1) / 2, cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+    ax.set_axis_off()
+    if caption:
+        ax.set_title(caption, fontsize=7)
+    return save_figure(fig, path, dpi)
+
+
+def save_loss_curve(log_path, png_path, ylabel: str = "training loss (MSE)") -> Path | None:
+    """Loss against step from a training ``log.jsonl``, with a running geometric mean (the mean of
+    log-loss over a centred window, which is what a log axis shows); None for an empty log."""
+    recs = [json.loads(line) for line in Path(log_path).read_text().splitlines() if line.strip()]
+    if not recs:
+        return None
+    steps, loss = np.array([r["step"] for r in recs]), np.array([r["loss"] for r in recs])
+    fig = new_figure(6, 3.5)
+    ax = fig.add_subplot()
+    ax.plot(steps, loss, lw=1, alpha=0.5, label="loss (mean over the log interval)")
+    k = max(1, len(loss) // 10) | 1  # odd, so the window is centred on a logged step
+    if k >= 3:
+        smooth = np.exp(np.convolve(np.log(np.maximum(loss, 1e-12)), np.ones(k) / k, mode="valid"))
+        ax.plot(steps[k // 2 : len(loss) - k // 2], smooth, lw=2, label=f"running geometric mean ({k} points)")
+    ax.set(xlabel="step", ylabel=ylabel, yscale="log", title="DDPM training loss")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return save_figure(fig, png_path, 120)
+
+
+def plot_run_time_mlp(run, png_path, dpi: int = 110) -> Path:
+    """The time embedding of a trained run (EMA weights) after its MLP (see
+    :func:`~timestep_embed.analysis.figures.plot_time_mlp`)."""
+    model, cfg = load_model(run)
+    title = f"trained: {Path(run)} (EMA weights)"
+    steps = cfg.diffusion.num_timesteps
+    return plot_time_mlp(model.time_embedder, png_path, num_timesteps=steps, title=title, dpi=dpi)

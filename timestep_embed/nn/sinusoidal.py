@@ -1,0 +1,94 @@
+"""The sinusoid as a module: ``t [...] -> [..., dim]`` with the numbers of :func:`sinusoidal_embedding`."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..conventions import Convention, resolve_convention
+from ..sinusoidal import check_dim, graph_mode, sinusoidal_embedding
+
+__all__ = ["SinusoidalEmbedding"]
+
+
+class SinusoidalEmbedding(nn.Module):
+    """Sinusoidal embedding ``t [...] -> float32 [..., dim]``: :func:`sinusoidal_embedding` as a module.
+
+    No parameters and no buffers: the state dict is empty, ``.to()``/``.half()`` change nothing
+    (the output stays float32, as diffusers' ``Timesteps``).
+
+    With ``num_timesteps=T`` it keeps the module's one integer-step cache: the rows of ``0 .. T-1``,
+    computed by the core on first use per device (bit-identical to it). An eager call with integer
+    ``t`` inside that range is then one row gather. Anything else (floating or out-of-range ``t``,
+    tracing, compiling, export, meta or fake tensors) calls the core.
+
+    Args:
+        dim: output width (odd widths end with a zero column).
+        convention: preset name or :class:`Convention`; default ``"adm"`` (``[cos | sin]``, shift 0).
+        layout, first, freq_shift, max_period, scale: override single fields of ``convention``.
+        precise: float64 phase and sin/cos, rounded once (see the core).
+        num_timesteps: T of the integer-step cache (None: no cache).
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        convention: str | Convention = "adm",
+        *,
+        layout: str | None = None,
+        first: str | None = None,
+        freq_shift: float | None = None,
+        max_period: float | None = None,
+        scale: float | None = None,
+        precise: bool = False,
+        num_timesteps: int | None = None,
+    ):
+        super().__init__()
+        self.convention = resolve_convention(
+            convention, layout=layout, first=first, freq_shift=freq_shift, max_period=max_period, scale=scale
+        )
+        check_dim(dim, self.convention.freq_shift)
+        if num_timesteps is not None and (
+            isinstance(num_timesteps, bool) or not isinstance(num_timesteps, int) or num_timesteps < 1
+        ):
+            raise ValueError(f"num_timesteps must be a positive int or None, got {num_timesteps!r}")
+        self.dim, self.precise, self.num_timesteps = dim, bool(precise), num_timesteps
+        self._rows: dict[torch.device, torch.Tensor] = {}  # device -> [T, dim]; not state, not a buffer
+
+    def extra_repr(self) -> str:
+        c = self.convention
+        return (
+            f"dim={self.dim}, layout={c.layout!r}, first={c.first!r}, freq_shift={c.freq_shift}, "
+            f"max_period={c.max_period}, scale={c.scale}, precise={self.precise}, num_timesteps={self.num_timesteps}"
+        )
+
+    def forward(self, t) -> torch.Tensor:
+        """``t`` ``[...]`` (int or float; a Python number or array too) -> float32 ``[..., dim]``."""
+        rows = self._cached_rows(t)
+        if rows is not None:  # a row gather: [N] -> [N, dim], or [...] -> [..., dim]
+            return rows.index_select(0, t) if t.dim() == 1 else nn.functional.embedding(t, rows)
+        return sinusoidal_embedding(t, self.dim, self.convention, precise=self.precise)
+
+    def _cached_rows(self, t) -> torch.Tensor | None:
+        """The cache's rows when ``t`` is an eager integer tensor inside ``0 .. T-1``, else None."""
+        if (
+            self.num_timesteps is None
+            or not isinstance(t, torch.Tensor)
+            or t.dtype not in (torch.int64, torch.int32)  # the index dtypes of a row gather
+            or t.numel() == 0
+            or graph_mode(t)
+        ):
+            return None
+        if t.numel() <= 64 and t.is_cpu:  # one tolist() beats two tensor reductions for a small batch
+            values = (t if t.dim() == 1 else t.reshape(-1)).tolist()
+            low, high = min(values), max(values)
+        else:
+            low, high = (v.item() for v in torch.aminmax(t.reshape(-1)))
+        if low < 0 or high >= self.num_timesteps:
+            return None
+        device = t.device
+        rows = self._rows.get(device)
+        if rows is None:
+            steps = torch.arange(self.num_timesteps, device=device)
+            rows = self._rows[device] = sinusoidal_embedding(steps, self.dim, self.convention, precise=self.precise)
+        return rows
