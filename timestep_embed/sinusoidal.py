@@ -159,7 +159,7 @@ def _warn_if_rounded(t: torch.Tensor, largest: float, values: list | None) -> No
     if values is not None:
         fractional = not all(v.is_integer() for v in values)
     else:
-        fractional = largest <= limit and bool((t != torch.round(t)).any())
+        fractional = largest <= limit and not torch.equal(t, torch.round(t))
     if largest > limit or fractional:
         spacing = torch.finfo(t.dtype).eps * 2 ** math.floor(math.log2(max(largest, 1e-30)))
         warnings.warn(
