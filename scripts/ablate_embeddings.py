@@ -244,7 +244,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help=f"small budget (<= 10 min in all): {' '.join(QUICK)}")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS, metavar="NAME")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--config", default="configs/ddpm_mnist.yaml", help="run config (YAML/TOML)")
+    parser.add_argument("--config", default="mnist", help="run config: a shipped name (mnist, smoke) or a path")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="extra config overrides")
     parser.add_argument("--heldout", type=int, default=None, help="held-out digits per band (32 quick, 500 full)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (runs/ablation[_quick])")

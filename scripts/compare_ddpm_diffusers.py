@@ -3,7 +3,7 @@
     python scripts/compare_ddpm_diffusers.py --minutes 2            # default: 2 min of training each
     python scripts/compare_ddpm_diffusers.py --minutes 10 --out runs/compare
 
-Ours: ``timestep_embed.ddpm.train.run_training`` with configs/ddpm_mnist.yaml (pixel-unshuffle UNet, our
+Ours: ``timestep_embed.ddpm.train.run_training`` with configs/mnist.yaml (pixel-unshuffle UNet, our
 TimestepEmbedder, our diffusion.py, ancestral sampling on 100 evenly strided steps).
 Diffusers: ``UNet2DModel`` (its usual 28x28 -> 14x14 -> 7x7 layout, attention at 7x7, widths chosen to
 match our parameter count) + ``DDPMScheduler`` (``add_noise`` for training; ``set_timesteps(100)`` +
@@ -129,7 +129,7 @@ def train_diffusers(cfg, minutes: float, progress: bool = True) -> tuple[dict, t
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--minutes", type=float, default=2.0, help="training budget for EACH model (default 2)")
-    p.add_argument("--config", default="configs/ddpm_mnist.yaml")
+    p.add_argument("--config", default="mnist", help="a shipped config name or a path")
     p.add_argument("--out", default="runs/compare_diffusers", help="folder for both runs and compare.json")
     p.add_argument("--num-samples", type=int, default=500)
     p.add_argument("--only", choices=["ours", "diffusers"], default=None, help="run one side only")

@@ -1,6 +1,6 @@
 """The arrows point one way: each room of the package imports only the rooms below it.
 
-Rooms, bottom to top: the core (``conventions``, ``sinusoidal``, ``files``), ``nn``, ``analysis``,
+Rooms, bottom to top: the core (``conventions``, ``guards``, ``sinusoidal``, ``files``), ``nn``, ``analysis``,
 ``interop``, ``ddpm``, ``cli``. Read from the source with ``ast``; function-local imports count.
 """
 

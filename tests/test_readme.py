@@ -1,5 +1,6 @@
-"""The README's API examples run as written (the core and the modules sections)."""
+"""The Python code blocks of the README and of every page in docs/ run as written, one script a page."""
 
+import os
 import re
 import subprocess
 import sys
@@ -7,26 +8,25 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-SECTIONS = ("## The sinusoidal core", "## Modules that plug into diffusion UNets")
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def section_code(title: str) -> str:
-    text = README.read_text()
-    start = text.index(title)
-    end = text.find("\n## ", start + len(title))
-    body = text[start:] if end < 0 else text[start:end]
-    return "\n\n".join(re.findall(r"```python\n(.*?)```", body, re.S))
+def python_blocks(page: Path) -> str:
+    return "\n\n".join(re.findall(r"```python\n(.*?)```", page.read_text(), re.S))
 
 
-@pytest.mark.parametrize("title", SECTIONS)
-def test_readme_examples_run(title, tmp_path):
-    code = section_code(title)
-    if title == SECTIONS[1]:
-        code = "import torch\nfrom timestep_embed import sinusoidal_embedding\n" + code
-    else:  # the intro example above the section defines `t`
-        intro = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)[0]
-        code = intro + "\n" + code
-    assert code.strip(), f"no python blocks under {title!r}"
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+@pytest.mark.parametrize("page", [p for p in PAGES if python_blocks(p)], ids=lambda p: p.name)
+def test_code_blocks_run(page, tmp_path):
+    env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache")}
+    result = subprocess.run(
+        [sys.executable, "-c", python_blocks(page)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_every_page_is_linked_from_the_readme_or_from_a_page_it_links():
+    readme = (ROOT / "README.md").read_text()
+    linked = {p.name for p in PAGES[1:] if f"docs/{p.name}" in readme}
+    text = readme + "".join((ROOT / "docs" / name).read_text() for name in linked)
+    assert [p.name for p in PAGES[1:] if p.name not in text] == []

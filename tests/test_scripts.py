@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_ablation_smoke(tmp_path):
     out = tmp_path / "ablation"
     cmd = [sys.executable, str(ROOT / "scripts" / "ablate_embeddings.py"), "--config",
-           str(ROOT / "configs" / "ddpm_mnist_smoke.yaml"), "--variants", "adm", "sine_only", "none",
+           str(ROOT / "configs" / "smoke.yaml"), "--variants", "adm", "sine_only", "none",
            "--set", "train.steps=3", "--heldout", "8", "--out", str(out)]  # fmt: skip
     env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache")}
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

@@ -41,7 +41,7 @@ def test_detects_diffusers_flags(flip, shift, max_period):
     assert result.matched and result.convention == expected, result.summary()
 
 
-@pytest.mark.filterwarnings("ignore::timestep_embed.sinusoidal.LowPrecisionTimestepWarning")
+@pytest.mark.filterwarnings("ignore::timestep_embed.guards.LowPrecisionTimestepWarning")
 @pytest.mark.parametrize("dtype,name", [(torch.bfloat16, "bfloat16"), (torch.float16, "float16")])
 def test_detects_timesteps_rounded_before_the_embedding(dtype, name):
     t = torch.from_numpy(T + 0.3)  # fractional: float16 has to round them too
@@ -127,7 +127,7 @@ def test_detect_input_errors():
 
 
 # ------------------------------------------------------------------ diff report
-@pytest.mark.filterwarnings("ignore::timestep_embed.sinusoidal.LowPrecisionTimestepWarning")
+@pytest.mark.filterwarnings("ignore::timestep_embed.guards.LowPrecisionTimestepWarning")
 def test_diff_report_names_each_cause():
     grid = torch.arange(0, 1000, 3)
     assert diff_report("adm", "ldm", grid, 32).identical

@@ -22,7 +22,7 @@ from timestep_embed.ddpm.data import DataError
 from timestep_embed.ddpm.train import run_training
 
 ROOT = Path(__file__).resolve().parents[2]
-SMOKE = str(ROOT / "configs" / "ddpm_mnist_smoke.yaml")
+SMOKE = str(ROOT / "configs" / "smoke.yaml")
 FAST = [
     "eval.enabled=false",
     "sample.num_samples=4",
@@ -34,7 +34,7 @@ FAST = [
 
 
 def test_configs_load_and_the_main_one_is_the_default():
-    main = load_run_config(ROOT / "configs" / "ddpm_mnist.yaml")
+    main = load_run_config(ROOT / "configs" / "mnist.yaml")
     assert main.train.minutes is not None and main.sample.num_samples == 500
     assert load_run_config(None) == main  # the dataclass defaults are the main config (no file needed)
     assert load_run_config(SMOKE).train.steps == 20

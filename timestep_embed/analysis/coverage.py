@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..conventions import Convention, resolve_convention
-from ..sinusoidal import check_dim, frequencies_np
+from ..guards import check_dim
+from ..sinusoidal import frequencies_np
 from .properties import positions_array
 
 __all__ = ["CoverageWarning", "Coverage", "frequency_coverage"]

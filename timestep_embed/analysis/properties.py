@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from ..conventions import Convention, resolve_convention
-from ..sinusoidal import check_dim, frequencies_np, sinusoidal_embedding, sinusoidal_embedding_np
+from ..guards import check_dim
+from ..sinusoidal import frequencies_np, sinusoidal_embedding, sinusoidal_embedding_np
 
 # fmt: off
 __all__ = [

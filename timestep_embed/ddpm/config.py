@@ -8,12 +8,16 @@ and checks every range before anything trains; errors name the dotted key.
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 import math
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .configfile import ConfigError, load_config
+from .configfile import ConfigError, config_to_dict, load_config
 
 __all__ = [
     "DataConfig",
@@ -26,14 +30,18 @@ __all__ = [
     "RunConfig",
     "DEFAULT_CONFIG",
     "load_run_config",
+    "resolve_config",
+    "shipped_configs",
     "check_run_config",
     "check_unet_config",
+    "describe_keys",
     "INJECTIONS",
     "replace_section",
 ]
 
-DEFAULT_CONFIG = "configs/ddpm_mnist.yaml"
+DEFAULT_CONFIG = "mnist"  # configs/mnist.yaml: the main job
 INJECTIONS = ("add", "scale_shift")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -134,16 +142,55 @@ class RunConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
 
 
+def describe_keys() -> str:
+    """Every config key with its default and type, one a line (``train --help`` shows it)."""
+    lines = []
+
+    def walk(cls, prefix):
+        hints, defaults = typing.get_type_hints(cls), cls()
+        for f in dataclasses.fields(cls):
+            if dataclasses.is_dataclass(hints[f.name]):
+                walk(hints[f.name], f"{prefix}{f.name}.")
+            else:
+                kind = getattr(hints[f.name], "__name__", str(hints[f.name]).replace("typing.", ""))
+                lines.append(f"  {prefix}{f.name} = {json.dumps(config_to_dict(getattr(defaults, f.name)))}  ({kind})")
+
+    walk(RunConfig, "")
+    return "\n".join(lines)
+
+
+def shipped_configs() -> dict[str, Path]:
+    """The configs that ship with the package, by name (the file stem): ``{"mnist": ..., "smoke": ...}``.
+
+    In an installed wheel they sit in ``timestep_embed/configs/``; in a source checkout (and an
+    editable install) in the top-level ``configs/`` folder, which the wheel maps into the package.
+    """
+    package = Path(__file__).resolve().parents[1]
+    for folder in (package / "configs", package.parent / "configs"):
+        if folder.is_dir():
+            return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
+    return {}
+
+
+def resolve_config(source):
+    """A config file path from a path or a shipped config's name; mappings and None pass through."""
+    if source is None or isinstance(source, Mapping) or Path(source).is_file():
+        return source
+    shipped = shipped_configs()
+    if isinstance(source, str) and source in shipped:
+        return shipped[source]
+    names = ", ".join(shipped) or "none found"
+    raise ConfigError(f"config {str(source)!r} is neither a file nor the name of a shipped config ({names})")
+
+
 def load_run_config(source=DEFAULT_CONFIG, overrides=()) -> RunConfig:
-    """A checked :class:`RunConfig` from a YAML/TOML/JSON file, a dict or None (the defaults), plus
-    ``key.sub=value`` overrides. The default path is looked up in the working directory, then in the
-    source checkout beside the package; if neither exists, the dataclass defaults are used.
+    """A checked :class:`RunConfig` from a shipped config's name (``"mnist"``, the main job, or
+    ``"smoke"``), a YAML/TOML/JSON path, a dict or None (the dataclass defaults, equal to ``"mnist"``),
+    plus ``key.sub=value`` overrides.
 
     The two budgets exclude each other: an override of one of ``train.steps`` / ``train.minutes``
     alone clears the other."""
-    if isinstance(source, str) and source == DEFAULT_CONFIG and not Path(source).is_file():
-        beside = Path(__file__).resolve().parents[2] / DEFAULT_CONFIG
-        source = beside if beside.is_file() else None
+    source = resolve_config(source)
     overrides = list(overrides)
     given = {o.partition("=")[0].strip(): o.partition("=")[2].strip() for o in overrides if isinstance(o, str)}
     for mine, other in (("train.steps", "train.minutes"), ("train.minutes", "train.steps")):

@@ -1,6 +1,6 @@
 """The strict config loader: YAML / TOML / JSON / dicts onto nested dataclasses, dotted overrides.
 
-``load_config("configs/ddpm_mnist.yaml", RunConfig, ["train.lr=3e-4", "sample.steps=50"])`` reads
+``load_config("configs/mnist.yaml", RunConfig, ["train.lr=3e-4", "sample.steps=50"])`` reads
 the file, applies the overrides (values parsed as YAML scalars: ``1e-4`` is a float, ``true`` a bool,
 ``null`` None, ``[32, 64]`` a list) and converts the result onto the dataclass, strictly: an unknown
 key or a value of the wrong type raises :class:`ConfigError` naming the dotted key, the value and the

@@ -5,7 +5,7 @@ checkpoint) in :mod:`~timestep_embed.ddpm.state`. Everything a run produces goes
 (see :func:`run_training`). Python use::
 
     from timestep_embed.ddpm.train import run_training
-    metrics = run_training("configs/ddpm_mnist.yaml", "runs/x", overrides=["train.minutes=2"])
+    metrics = run_training("mnist", "runs/x", overrides=["train.minutes=2"])
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..files import atomic_write_bytes, save_npy
 from . import diffusion as D
 from .checkpoint import RUN_CHECKPOINT
 from .classifier import load_classifier
-from .config import DEFAULT_CONFIG, RunConfig, TrainConfig, load_run_config
+from .config import DEFAULT_CONFIG, RunConfig, TrainConfig, load_run_config, resolve_config
 from .configfile import save_config
 from .data import load_mnist
 from .evaluate import evaluate_samples
@@ -178,6 +178,8 @@ def run_training(
         stored = Path(out_dir if out_dir is not None else TrainConfig().out_dir) / "config.yaml"
         config = stored if stored.is_file() else config
     cfg = config if isinstance(config, RunConfig) else load_run_config(config, overrides)
+    origin = "a RunConfig" if isinstance(config, RunConfig) else str(resolve_config(config))
+    log.info("config: %s%s", origin, f" with {' '.join(overrides)}" if overrides else "")
     out = Path(out_dir if out_dir is not None else cfg.train.out_dir)
     if (out / RUN_CHECKPOINT).exists() and not (resume or overwrite):
         raise FileExistsError(

@@ -6,7 +6,8 @@ import torch
 from torch import nn
 
 from ..conventions import Convention, resolve_convention
-from ..sinusoidal import check_dim, graph_mode, sinusoidal_embedding
+from ..guards import check_dim, graph_mode
+from ..sinusoidal import sinusoidal_embedding
 
 __all__ = ["SinusoidalEmbedding"]
 

