@@ -118,18 +118,21 @@ def test_patched_unet_under_jit_trace(unets):
         assert torch.equal(traced(X, t)["sample"], plain(X, t).sample)
 
 
-def test_patched_unet_under_compile_export_and_meta(unets):
+def test_patched_unet_under_compile_export_meta_and_fake_tensors(unets):
     plain, patched = unets
     compiled = torch.compile(patched, fullgraph=True, backend="eager")
-    exported = torch.export.export(patched, (X, TRACE_ON), strict=False).module()
+    exported = [torch.export.export(patched, (X, TRACE_ON), strict=s).module() for s in (False, True)]
     with torch.no_grad():
         for t in RUN_ON:
             expected = plain(X, t).sample
             assert torch.equal(compiled(X, t).sample, expected)
-            assert torch.equal(exported(X, t)[0], expected)
+            assert all(torch.equal(e(X, t)[0], expected) for e in exported)
     meta = patch_diffusers_unet(tiny_unet()).to("meta")
     out = meta(X.to("meta"), TRACE_ON.to("meta")).sample
     assert out.shape == X.shape and out.is_meta
+    with FakeTensorMode(allow_non_fake_inputs=True):  # the weights stay real, the inputs are fake
+        out = patched(torch.empty(2, 1, 8, 8), torch.empty(2)).sample
+        assert out.shape == X.shape
 
 
 def test_patched_unet_gradient_with_respect_to_t(unets):
