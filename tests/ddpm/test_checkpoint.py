@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -58,9 +59,15 @@ def test_truncated_file_is_a_clear_error(tmp_path, cut):
 
 
 def test_garbage_and_missing_files(tmp_path):
-    (tmp_path / "g.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!")
+    (tmp_path / "g.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
     with pytest.raises(CheckpointError, match="g.safetensors: corrupt"):
         load_checkpoint(tmp_path / "g.safetensors")
+    (tmp_path / "p.safetensors").write_bytes(pickle.dumps({"w": [1.0, 2.0]}))  # a pickle by another name
+    with pytest.raises(CheckpointError, match="p.safetensors: not a safetensors file"):
+        load_checkpoint(tmp_path / "p.safetensors")
+    (tmp_path / "h.safetensors").write_bytes(b"\x0f\x00\x00\x00\x00\x00\x00\x00" + b'{"w": {"x": 1}}')
+    with pytest.raises(CheckpointError, match="h.safetensors: corrupt safetensors header"):
+        load_checkpoint(tmp_path / "h.safetensors")
     with pytest.raises(CheckpointError, match="not found"):
         load_checkpoint(tmp_path / "missing.safetensors")
 

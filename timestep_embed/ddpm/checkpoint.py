@@ -82,6 +82,8 @@ def read_header(path: str | os.PathLike, data: bytes | None = None) -> dict:
     if len(data) < 8:
         raise CheckpointError(f"{path}: truncated or not a safetensors file ({len(data)} bytes)")
     (n,) = struct.unpack("<Q", data[:8])
+    if data[8:9] != b"{":  # a safetensors header is a JSON object right after its 8-byte length
+        raise CheckpointError(f"{path}: not a safetensors file (no JSON header after the first 8 bytes)")
     if n > len(data) - 8:
         raise CheckpointError(f"{path}: truncated: the header claims {n} bytes, only {len(data) - 8} follow")
     try:
@@ -90,7 +92,10 @@ def read_header(path: str | os.PathLike, data: bytes | None = None) -> dict:
         raise CheckpointError(f"{path}: corrupt safetensors header ({exc})") from exc
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: corrupt safetensors header (not a JSON object)")
-    end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+    try:
+        end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+    except (KeyError, TypeError, IndexError, ValueError) as exc:
+        raise CheckpointError(f"{path}: corrupt safetensors header (a tensor entry without data_offsets)") from exc
     if 8 + n + end != len(data):
         what = "truncated" if 8 + n + end > len(data) else "has trailing bytes"
         raise CheckpointError(f"{path}: {what}: the header describes {8 + n + end} bytes, the file holds {len(data)}")
