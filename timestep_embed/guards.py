@@ -9,13 +9,18 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 from .conventions import Convention
 
-__all__ = ["LowPrecisionTimestepWarning", "check_dim", "graph_mode", "as_tensor", "check_timesteps"]
+__all__ = ["TimestepsLike", "LowPrecisionTimestepWarning", "check_dim", "graph_mode", "as_tensor", "check_timesteps"]
+
+# What every function and module of the package accepts as timesteps: a tensor of any shape, a numpy
+# array, a Python number or a (nested) list of numbers; integer or floating.
+TimestepsLike = torch.Tensor | np.ndarray | float | int | Sequence
 
 _FLOAT_MAX = {False: float(torch.finfo(torch.float32).max), True: float(torch.finfo(torch.float64).max)}
 # Largest integer up to which every integer is exact: 2 ** (mantissa bits + 1).
@@ -34,7 +39,7 @@ def check_dim(dim, freq_shift: float = 0.0) -> None:
         raise TypeError(f"dim must be an int >= 1, got {dim!r} ({type(dim).__name__})")
     if dim < 1:
         raise ValueError(f"dim must be an int >= 1, got {dim}")
-    half = dim // 2
+    half = int(dim) // 2
     if half >= 1 and half - freq_shift <= 0:
         raise ValueError(
             f"dim={dim} with freq_shift={freq_shift} gives the frequency exponent -k / (h - freq_shift) "
@@ -49,7 +54,7 @@ def graph_mode(t: torch.Tensor) -> bool:
     return torch.jit.is_tracing() or torch.compiler.is_compiling() or t.is_meta or type(t) is not torch.Tensor
 
 
-def as_tensor(timesteps, device) -> torch.Tensor:
+def as_tensor(timesteps: TimestepsLike, device=None) -> torch.Tensor:
     """A real tensor of ``timesteps`` on ``device``; Python and numpy values become int64/float64."""
     if isinstance(timesteps, torch.Tensor):
         t = timesteps if device is None else timesteps.to(device)
@@ -86,7 +91,9 @@ def _value_range(flat: torch.Tensor) -> tuple[float, float, list | None]:
     return low.item(), high.item(), None
 
 
-def check_timesteps(timesteps, convention: Convention, precise: bool = False, device=None):
+def check_timesteps(
+    timesteps: TimestepsLike, convention: Convention, precise: bool = False, device=None
+) -> tuple[torch.Tensor, tuple[float, float] | None]:
     """``(t, (low, high))``: timesteps as a real tensor of any shape on ``device`` (or where they
     are) and their min and max, after the eager guards.
 

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from .conventions import Convention, convention_from_diffusers, resolve_convention
-from .guards import LowPrecisionTimestepWarning, as_tensor, check_dim, check_timesteps, graph_mode
+from .guards import LowPrecisionTimestepWarning, TimestepsLike, as_tensor, check_dim, check_timesteps, graph_mode
 
 __all__ = [
     "LowPrecisionTimestepWarning",
@@ -126,7 +126,7 @@ def _embed(t: torch.Tensor, value_range, dim: int, conv: Convention, precise: bo
 
 
 def sinusoidal_embedding(
-    timesteps,
+    timesteps: TimestepsLike,
     dim: int,
     convention: str | Convention = "adm",
     *,
@@ -174,7 +174,9 @@ def sinusoidal_embedding(
     return emb if emb.dtype == dtype else emb.to(dtype)
 
 
-def sinusoidal_embedding_np(timesteps, dim: int, convention: str | Convention = "adm", **options) -> np.ndarray:
+def sinusoidal_embedding_np(
+    timesteps: TimestepsLike, dim: int, convention: str | Convention = "adm", **options
+) -> np.ndarray:
     """Float64 numpy reference of :func:`sinusoidal_embedding` (same conventions), ``[..., dim]``.
 
     Written independently of the torch path: plain numpy, concatenation then reordering.
@@ -191,7 +193,7 @@ def sinusoidal_embedding_np(timesteps, dim: int, convention: str | Convention = 
 
 
 def get_timestep_embedding(
-    timesteps: torch.Tensor,
+    timesteps: TimestepsLike,
     embedding_dim: int,
     flip_sin_to_cos: bool = False,
     downscale_freq_shift: float = 1,

@@ -83,8 +83,9 @@ def diff_report(impl_a, impl_b, timesteps, dim: int, *, tol: float = 1e-4) -> Di
     """Compare ``impl_a`` and ``impl_b`` at ``timesteps`` (both ``[N] -> [N, dim]``).
 
     Args:
-        impl_a, impl_b: callables taking a float32 tensor of timesteps, or a preset name /
+        impl_a: a callable taking a float32 tensor of timesteps, or a preset name /
             :class:`Convention` (evaluated with :func:`sinusoidal_embedding` at ``dim``).
+        impl_b: the other implementation, in the same forms.
         timesteps: the grid, e.g. ``torch.arange(1000)``; values not exact in bfloat16 are
             needed to tell rounded timesteps apart.
         dim: embedding width.

@@ -180,7 +180,7 @@ FIGURES = {
 
 def make_figures(
     out_dir,
-    convention: str | Convention | None = "adm",
+    convention: str | Convention = "adm",
     dim: int = 128,
     positions: int = 1000,
     embedder=None,

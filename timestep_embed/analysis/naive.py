@@ -92,8 +92,8 @@ def scheme_properties(name: str, n_positions: int = 1000, tol: float = 1e-4, tol
         fails.append(f"unbounded: max abs {top:g} at N={n_positions}, {top_long:g} at N={10 * n_positions}")
     # unique within tol
     u = uniqueness(emb, p, tol=tol)
-    if not u.unique:
-        a, b = u.first_collision
+    if u.first_collision is not None:
+        a, b = (int(v) for v in u.first_collision)
         fails.append(
             f"collide: p={a} and p={b} (distance {np.linalg.norm(emb[b] - emb[a]):.1e}; "
             f"{u.num_collisions} pairs < {tol:g})"

@@ -144,7 +144,8 @@ def uniqueness(embeddings, positions=None, tol: float = 1e-3, *, max_rows: int =
     sq = (emb**2).sum(-1)
     slack = 1e-12 * max(1.0, float(sq.max())) * emb.shape[1]  # bound on the Gram rounding error
     exact = lambda i, j: np.sqrt(((emb[i] - emb[j]) ** 2).sum(-1))  # noqa: E731
-    best, closest, collisions = np.inf, (0, 1), []
+    best, closest = np.inf, (0, 1)
+    collisions: list[tuple[int, int]] = []
     block = max(1, 2_000_000 // n)
     for start in range(0, n, block):
         stop = min(n, start + block)

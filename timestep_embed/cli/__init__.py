@@ -61,7 +61,7 @@ def _train(args) -> int:
 
 
 def _sample(args) -> int:
-    bf16 = {"on": True, "off": False, "auto": "auto"}[args.bf16]
+    bf16: bool | str = {"on": True, "off": False}.get(args.bf16, "auto")
     npy, png, seconds = sample_run(
         args.run,
         args.overrides,

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import reprlib
+import sys
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -46,6 +47,17 @@ def short_repr(value: Any, limit: int = 120) -> str:
 
 
 # ----------------------------------------------------------------------------- loading
+def _toml():
+    """tomllib (Python >= 3.11) or its backport tomli (a dependency on 3.10)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return tomllib
+    import tomli
+
+    return tomli
+
+
 def _yaml():
     try:
         import yaml
@@ -106,14 +118,7 @@ def read_config_file(path: str | os.PathLike) -> dict:
         if suffix in (".yaml", ".yml"):
             data = yaml_load(path.read_text(encoding="utf-8"))
         elif suffix == ".toml":
-            try:
-                import tomllib  # Python >= 3.11
-            except ModuleNotFoundError:  # Python 3.10: the tomli backport, if installed
-                try:
-                    import tomli as tomllib
-                except ModuleNotFoundError:
-                    raise ConfigError(f"{path}: TOML needs Python >= 3.11 or `pip install tomli`") from None
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = _toml().loads(path.read_text(encoding="utf-8"))
         elif suffix == ".json":
             data = json.loads(path.read_text(encoding="utf-8"))
         else:
@@ -161,12 +166,12 @@ def apply_overrides(data: dict, overrides: Sequence[str]) -> dict:
     return data
 
 
-def from_dict(cls: type[T], data: Mapping, prefix: str = "") -> T:
+def from_dict(cls: type[T], data: Mapping, prefix: str = "") -> T:  # cls: a dataclass
     """Build dataclass ``cls`` from a mapping, recursively and strictly (see :class:`ConfigError`)."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{prefix or 'config'} = {short_repr(data)}: expected a mapping for {cls.__name__}")
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
     unknown = [k for k in data if k not in fields]
     if unknown:
         raise ConfigError(
@@ -200,7 +205,7 @@ def _convert(value: Any, tp: Any, key: str) -> Any:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if tp is Any:
         return value
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return from_dict(tp, value, key)
     if origin in (Union, types.UnionType):
         if value is None and type(None) in args:

@@ -130,8 +130,8 @@ class ThreadTuner:
             raise ValueError(f"train.threads = {threads!r}: expected a positive int or 'auto'")
         self.auto = threads == "auto"
         cores = os.cpu_count() or 1
-        self.choices = sorted({1, cores}) if self.auto else [threads]
-        self.current = self.choices[-1] if self.auto else threads
+        self.choices: list[int] = sorted({1, cores}) if isinstance(threads, str) else [threads]
+        self.current = self.choices[-1]
         torch.set_num_threads(self.current)
         self.probe, self.period = probe, period
         self.timings: dict[int, list[float]] = {}
@@ -161,7 +161,7 @@ class ThreadTuner:
             self._use(self.queue.pop(0))
         elif len(self.timings) == len(self.choices) and all(len(v) >= self.probe for v in self.timings.values()):
             medians = {n: sorted(v)[len(v) // 2] for n, v in self.timings.items()}
-            best = min(medians, key=medians.get)
+            best = min(medians, key=lambda n: medians[n])
             torch.set_num_threads(best)
             self.current, self.timings, self.last_switch = best, {}, time.perf_counter()
             self.reference = medians[best]

@@ -56,15 +56,14 @@ def generate(
     was_training = model.training
     model.eval()
     cast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-    net = model
-    if threads is not None and device.type == "cpu":
-        tuner = ThreadTuner(threads, probe=3, period=60.0)
+    tuner = ThreadTuner(threads, probe=3, period=60.0) if threads is not None and device.type == "cpu" else None
 
-        def net(x, t):  # times every model call, so the tuner can keep the faster thread count
-            t0 = time.perf_counter()
-            y = model(x, t)
+    def net(x, t):  # times every model call, so the tuner can keep the faster thread count
+        t0 = time.perf_counter()
+        y = model(x, t)
+        if tuner is not None:
             tuner.step(time.perf_counter() - t0)
-            return y
+        return y
 
     out = []
     with cast:

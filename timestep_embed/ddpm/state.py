@@ -83,7 +83,7 @@ class TrainingLog:
     dropped, so every step appears once.
     """
 
-    def __init__(self, path: Path, cfg: RunConfig, step: int, elapsed: float, *, resume: bool, show_bar: bool):
+    def __init__(self, path: Path | None, cfg: RunConfig, step: int, elapsed: float, *, resume: bool, show_bar: bool):
         self.t, self.path = cfg.train, path
         self.file = None
         self.bar = progress_bar(self.t, step, elapsed, show_bar)

@@ -119,7 +119,7 @@ def _time_modules(unet, num_timesteps: int | None):
                 f"computes {module_conv}; refusing to guess which one the weights expect"
             )
         T = num_timesteps or config.get("num_train_timesteps") or 1000
-        new_proj = SinusoidalEmbedding(proj.num_channels, conv, num_timesteps=T)
+        new_proj: nn.Module = SinusoidalEmbedding(proj.num_channels, conv, num_timesteps=T)
     elif embedding_type == "fourier":
         # UNet2DModel builds GaussianFourierProjection(scale=16) with its defaults: log=True, sin first
         # (config.flip_sin_to_cos is not passed on); UNet2DConditionModel: log=False and the config's flip.

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from ..conventions import Convention
+from ..guards import TimestepsLike
 from .mlp import TimestepMLP
 from .sinusoidal import SinusoidalEmbedding
 from .time_input import check_time_input, time_input
@@ -36,7 +37,9 @@ class TimestepEmbedder(nn.Module):
         convention: sinusoid convention (preset or :class:`Convention`), default ``"adm"``.
         time_input: what the sinusoid is fed, see :func:`time_input` (default ``"identity"``).
         num_timesteps: T; with ``time_input="identity"`` also the size of the integer-step cache.
-        act, post_act, cond_dim: passed to :class:`TimestepMLP`.
+        act: the MLP's activation (see :class:`TimestepMLP`).
+        post_act: an activation after the MLP (EDM's DhariwalUNet has one).
+        cond_dim: width of an extra condition added before the MLP (diffusers' ``cond_proj``).
         precise: float64 sinusoid (see the core).
         time_proj: a module ``[...] -> [..., sinusoid_dim]`` used instead of the sinusoid.
     """
@@ -73,7 +76,7 @@ class TimestepEmbedder(nn.Module):
     def emb_dim(self) -> int:
         return self.time_embedding.linear_2.out_features
 
-    def forward(self, t, condition: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, t: TimestepsLike, condition: torch.Tensor | None = None) -> torch.Tensor:
         """``t`` ``[...]`` (int or float) -> ``[..., emb_dim]`` in the MLP's dtype."""
         features = self.time_proj(time_input(t, self.time_input, self.num_timesteps))
         weight = self.time_embedding.linear_1.weight

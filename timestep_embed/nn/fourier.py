@@ -28,7 +28,11 @@ class FourierEmbedding(nn.Module):
     Args:
         dim: output width, even.
         std: standard deviation of the frequencies (16 in diffusers UNet2DModel and EDM).
-        first, fold_2pi, log, learnable: see above. ``generator`` seeds the draw.
+        first: ``"sin"`` or ``"cos"``, the first half.
+        fold_2pi: the float order of the phase, see above.
+        log: feed ``ln(x)``.
+        learnable: ``weight`` as a Parameter instead of a buffer.
+        generator: seeds the draw of ``weight``.
     """
 
     def __init__(

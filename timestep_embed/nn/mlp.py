@@ -30,7 +30,8 @@ class TimestepMLP(nn.Module):
         in_dim: width of the sinusoid / Fourier features.
         hidden_dim: width after ``linear_1`` (diffusers' ``time_embed_dim``).
         out_dim: width after ``linear_2``; default ``hidden_dim``.
-        act, post_act: ``"silu"`` (default), ``"gelu"``, ``"mish"``, ``"relu"``; ``post_act`` None.
+        act: ``"silu"`` (default), ``"gelu"``, ``"mish"``, ``"relu"`` or None.
+        post_act: an activation after ``linear_2`` (same names; default None).
         cond_dim: width of an extra condition added to the input through ``cond_proj``.
         bias: biases of the two Linear layers (diffusers' ``sample_proj_bias``).
     """

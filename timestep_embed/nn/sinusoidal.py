@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from ..conventions import Convention, resolve_convention
-from ..guards import check_dim, graph_mode
+from ..guards import TimestepsLike, check_dim, graph_mode
 from ..sinusoidal import sinusoidal_embedding
 
 __all__ = ["SinusoidalEmbedding"]
@@ -26,7 +26,11 @@ class SinusoidalEmbedding(nn.Module):
     Args:
         dim: output width (odd widths end with a zero column).
         convention: preset name or :class:`Convention`; default ``"adm"`` (``[cos | sin]``, shift 0).
-        layout, first, freq_shift, max_period, scale: override single fields of ``convention``.
+        layout: override ``convention.layout`` (``"concat"`` or ``"interleaved"``).
+        first: override ``convention.first`` (``"sin"`` or ``"cos"``).
+        freq_shift: override ``convention.freq_shift``.
+        max_period: override ``convention.max_period``.
+        scale: override ``convention.scale``.
         precise: float64 phase and sin/cos, rounded once (see the core).
         num_timesteps: T of the integer-step cache (None: no cache).
     """
@@ -63,18 +67,17 @@ class SinusoidalEmbedding(nn.Module):
             f"max_period={c.max_period}, scale={c.scale}, precise={self.precise}, num_timesteps={self.num_timesteps}"
         )
 
-    def forward(self, t) -> torch.Tensor:
+    def forward(self, t: TimestepsLike) -> torch.Tensor:
         """``t`` ``[...]`` (int or float; a Python number or array too) -> float32 ``[..., dim]``."""
-        rows = self._cached_rows(t)
-        if rows is not None:  # a row gather: [N] -> [N, dim], or [...] -> [..., dim]
+        if isinstance(t, torch.Tensor) and (rows := self._cached_rows(t)) is not None:
+            # a row gather: [N] -> [N, dim], or [...] -> [..., dim]
             return rows.index_select(0, t) if t.dim() == 1 else nn.functional.embedding(t, rows)
         return sinusoidal_embedding(t, self.dim, self.convention, precise=self.precise)
 
-    def _cached_rows(self, t) -> torch.Tensor | None:
+    def _cached_rows(self, t: torch.Tensor) -> torch.Tensor | None:
         """The cache's rows when ``t`` is an eager integer tensor inside ``0 .. T-1``, else None."""
         if (
             self.num_timesteps is None
-            or not isinstance(t, torch.Tensor)
             or t.dtype not in (torch.int64, torch.int32)  # the index dtypes of a row gather
             or t.numel() == 0
             or graph_mode(t)

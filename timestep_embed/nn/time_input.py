@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from ..guards import TimestepsLike
+
 __all__ = ["TIME_INPUTS", "time_input", "check_time_input"]
 
 TIME_INPUTS = {
@@ -30,7 +32,7 @@ def check_time_input(kind, num_timesteps) -> None:
         raise ValueError(f"num_timesteps must be a positive int, got {num_timesteps!r}")
 
 
-def time_input(t, kind: str = "identity", num_timesteps: int = 1000) -> torch.Tensor:
+def time_input(t: TimestepsLike, kind: str = "identity", num_timesteps: int = 1000) -> TimestepsLike:
     """Map a time value ``t`` ``[...]`` to what the embedding is fed (``kind``: see :data:`TIME_INPUTS`).
 
     ``"identity"`` returns ``t`` unchanged; the others return a floating tensor ``[...]``:
