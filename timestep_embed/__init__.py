@@ -5,8 +5,6 @@ above them are imported by name: ``timestep_embed.analysis``, ``timestep_embed.i
 ``timestep_embed.ddpm`` (the MNIST DDPM).
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
 from .analysis.detect import Detection, detect_convention
 from .analysis.diff_report import DiffReport, diff_report
 from .conventions import (
@@ -17,6 +15,7 @@ from .conventions import (
     get_convention,
     layout_permutation,
 )
+from .files import package_version
 from .nn import TIME_INPUTS, FourierEmbedding, SinusoidalEmbedding, TimestepEmbedder, TimestepMLP, time_input
 from .sinusoidal import (
     LowPrecisionTimestepWarning,
@@ -27,10 +26,7 @@ from .sinusoidal import (
     sinusoidal_embedding_np,
 )
 
-try:
-    __version__ = version("timestep-embed")
-except PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0+unknown"
+__version__ = package_version()
 
 __all__ = [
     "PRESETS",

@@ -211,3 +211,25 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
             distributed.ThreadTuner(0)
     finally:
         torch.set_num_threads(before)
+
+
+def test_export_writes_the_ema_weights_and_they_sample_the_same(tmp_path):
+    from timestep_embed.ddpm.checkpoint import load_model
+    from timestep_embed.ddpm.unet import UNet
+
+    run = tmp_path / "run"
+    run_training(SMOKE, run, overrides=[*FAST, "train.steps=3"], progress=False)
+    assert main(["export", str(run), "--out", str(tmp_path / "ema"), "--quiet"]) == 0
+    assert sorted(p.name for p in (tmp_path / "ema").iterdir()) == ["config.json", "model.safetensors"]
+    assert (tmp_path / "ema" / "model.safetensors").stat().st_size < (run / "checkpoint.safetensors").stat().st_size / 3
+    ema, cfg = load_model(run)
+    exported = UNet.from_pretrained(tmp_path / "ema")
+    x, t = torch.randn(2, 1, 28, 28), torch.tensor([3, 900])
+    with torch.no_grad():
+        assert torch.equal(exported(x, t), ema(x, t))
+    again, cfg2 = load_model(tmp_path / "ema")
+    assert cfg2 == cfg
+    assert main(["export", str(run), "--out", str(tmp_path / "ema")]) == 2  # no silent overwrite
+    out = tmp_path / "from_export"
+    assert main(["sample", str(tmp_path / "ema"), "sample.num_samples=2", "sample.steps=2", "--out", str(out)]) == 0
+    assert np.load(tmp_path / "from_export.npy").shape == (2, 1, 28, 28)

@@ -9,16 +9,12 @@ import pytest
 import torch
 
 from timestep_embed.interop import (
-    KEY_LAYOUTS,
     convention_from_unet_config,
     embedder_from_diffusers_unet,
-    embedder_state_dict,
     export_to_diffusers,
-    load_state_dict_checked,
     patch_diffusers_unet,
     require_diffusers,
     to_diffusers_modules,
-    to_layout,
 )
 from timestep_embed.nn import FourierEmbedding, SinusoidalEmbedding, TimestepEmbedder, TimestepMLP
 
@@ -177,28 +173,6 @@ def test_unsupported_models_are_named():
     patched = patch_diffusers_unet(unet2d())
     with pytest.raises(TypeError, match="patched already"):
         patch_diffusers_unet(patched)
-
-
-def test_mismatched_state_dict_error_names_keys_and_layout():
-    mlp = TimestepMLP(4, 8)
-    bad = {"linear_1.weight": torch.zeros(8, 4), "linear_2.weight": torch.zeros(8, 9), "extra.bias": torch.zeros(1)}
-    with pytest.raises(ValueError) as info:
-        load_state_dict_checked(mlp, bad, "test")
-    message = str(info.value)
-    for part in ("linear_1.bias", "linear_2.bias", "extra.bias", "expected [8, 8], got [8, 9]", "Expected layout"):
-        assert part in message
-
-
-def test_weight_layouts_map_original_checkpoints():
-    ours = TimestepEmbedder(32, sinusoid_dim=8)
-    for layout in KEY_LAYOUTS:
-        foreign = to_layout(ours.state_dict(), layout)
-        foreign["input_blocks.0.weight"] = torch.zeros(1)  # the rest of a model is ignored
-        loaded = TimestepEmbedder(32, sinusoid_dim=8)
-        loaded.load_state_dict(embedder_state_dict(foreign), strict=True)
-        assert torch.equal(loaded(torch.tensor([5])), ours(torch.tensor([5])))
-    with pytest.raises(ValueError, match="could not tell the checkpoint layout"):
-        embedder_state_dict({"foo.weight": torch.zeros(1)})
 
 
 def test_missing_diffusers_gives_install_hint(monkeypatch):

@@ -20,7 +20,7 @@ import torch
 
 from ..analysis.detect import detect_convention
 from ..analysis.figures import FIGURES, make_figures
-from ..ddpm.checkpoint import CheckpointError
+from ..ddpm.checkpoint import CheckpointError, export_run
 from ..ddpm.config import ClassifierConfig, load_run_config
 from ..ddpm.configfile import ConfigError, config_to_dict, dump_yaml
 from ..ddpm.data import DataError
@@ -151,6 +151,16 @@ def _figures(args) -> int:
     return 0
 
 
+def _export(args) -> int:
+    existing = [p for p in (args.out / "config.json", args.out / "model.safetensors") if p.exists()]
+    if existing and not args.overwrite:
+        raise FileExistsError(f"{existing[0]} exists: pass --overwrite to replace it, or choose another --out")
+    folder = export_run(args.run, args.out)
+    size = sum(p.stat().st_size for p in folder.iterdir()) / 1e6
+    print(f"EMA weights and config -> {folder} ({size:.1f} MB)")
+    return 0
+
+
 COMMANDS = {
     "train": _train,
     "sample": _sample,
@@ -158,6 +168,7 @@ COMMANDS = {
     "compare": _compare,
     "detect": _detect,
     "figures": _figures,
+    "export": _export,
 }
 
 

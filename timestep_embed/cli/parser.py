@@ -23,6 +23,7 @@ EXAMPLES = {
     "compare": "timestep-embed compare --out runs/compare --dims 128 320",
     "detect": "timestep-embed detect emb.npy --timesteps 0:1000",
     "figures": "timestep-embed figures --out runs/figures --checkpoint runs/ddpm_mnist",
+    "export": "timestep-embed export runs/ddpm_mnist --out runs/ddpm_mnist_ema",
 }
 
 
@@ -154,4 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help=f"draw only these ({', '.join([*FIGURES, 'time_mlp'])}; time_mlp needs --checkpoint)",
     )
+
+    p = command("export", "write a run's EMA weights as a pretrained folder (config.json + model.safetensors)")
+    p.add_argument("run", metavar="RUN", help="a run folder or its checkpoint.safetensors")
+    p.add_argument("--out", required=True, type=Path, help="the folder to write (UNet.from_pretrained reads it)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing folder's files")
     return parser

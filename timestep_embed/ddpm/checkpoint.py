@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from ..files import atomic_write_bytes
+from ..files import PRETRAINED_CONFIG, atomic_write_bytes, load_pretrained, safetensors_torch
 from .config import RunConfig, load_run_config
 from .configfile import ConfigError
 from .unet import UNet
@@ -35,6 +35,7 @@ __all__ = [
     "read_header",
     "load_checkpoint",
     "load_model",
+    "export_run",
     "with_prefix",
     "strip_prefix",
     "flatten_optimizer_state",
@@ -49,14 +50,6 @@ class CheckpointError(RuntimeError):
     """A checkpoint file is missing, truncated or corrupt; the message names the file."""
 
 
-def _safetensors():
-    try:
-        import safetensors.torch
-    except ImportError as exc:  # optional dependency
-        raise ImportError("checkpoints need safetensors: pip install 'timestep-embed[train]'") from exc
-    return safetensors.torch
-
-
 def save_checkpoint(path: str | os.PathLike, tensors: dict[str, torch.Tensor], metadata: dict | None = None) -> Path:
     """Save ``tensors`` (any dtypes, moved to CPU) and JSON-able ``metadata`` to ``path`` atomically."""
 
@@ -69,7 +62,7 @@ def save_checkpoint(path: str | os.PathLike, tensors: dict[str, torch.Tensor], m
         raise TypeError(f"checkpoint metadata is not JSON-able: {exc}") from exc
     # clone(): safetensors refuses tensors that share storage (tied weights, views of one buffer)
     flat = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
-    return atomic_write_bytes(path, _safetensors().save(flat, metadata={META_KEY: meta_json}))
+    return atomic_write_bytes(path, safetensors_torch().save(flat, metadata={META_KEY: meta_json}))
 
 
 def read_header(path: str | os.PathLike, data: bytes | None = None) -> dict:
@@ -113,7 +106,7 @@ def load_checkpoint(
     data = path.read_bytes()
     header = read_header(path, data)
     try:
-        tensors = _safetensors().load(data)
+        tensors = safetensors_torch().load(data)
     except Exception as exc:  # safetensors' SafetensorError is not exported in a stable place
         raise CheckpointError(f"{path}: corrupt safetensors file ({exc})") from exc
     meta_json = (header.get("__metadata__") or {}).get(META_KEY, "{}")
@@ -173,12 +166,18 @@ def unflatten_optimizer_state(tensors: dict[str, torch.Tensor], meta: dict, pref
 
 
 def load_model(path: str | os.PathLike, time_embedder=None, ema: bool = True, device="cpu") -> tuple[UNet, RunConfig]:
-    """``(UNet in eval mode, RunConfig)`` from a run folder or its ``checkpoint.safetensors``.
+    """``(UNet in eval mode, RunConfig)`` from a run folder, its ``checkpoint.safetensors``, or a
+    folder written by :func:`export_run`.
 
-    ``ema``: the EMA weights (what sampling uses) or the raw ones. ``time_embedder``: as in
-    :class:`~timestep_embed.ddpm.unet.UNet` (its state must match the checkpoint's).
+    ``ema``: the EMA weights (what sampling uses) or the raw ones (run checkpoints only).
+    ``time_embedder``: as in :class:`~timestep_embed.ddpm.unet.UNet` (its state must match the checkpoint's).
     """
     path = Path(path)
+    if path.is_dir() and (path / PRETRAINED_CONFIG).is_file() and time_embedder is None:
+        config, _ = load_pretrained(path, "UNet")
+        if not config.get("run"):
+            raise CheckpointError(f"{path}: an exported UNet without its run config cannot be sampled from")
+        return UNet.from_pretrained(path).to(device), load_run_config(config["run"])
     file = path / RUN_CHECKPOINT if path.is_dir() else path
     tensors, meta = load_checkpoint(file)
     if "config" not in meta:
@@ -194,3 +193,11 @@ def load_model(path: str | os.PathLike, time_embedder=None, ema: bool = True, de
     except RuntimeError as exc:
         raise CheckpointError(f"{file}: the {prefix!r} weights do not fit the stored model config: {exc}") from exc
     return model.to(device).eval(), cfg
+
+
+def export_run(run: str | os.PathLike, out: str | os.PathLike) -> Path:
+    """The EMA weights of a run as a pretrained folder (``config.json`` with the run's config and the
+    versions, ``model.safetensors``): a fraction of the run checkpoint, which also holds the raw
+    weights, the optimizer and the RNG state. ``UNet.from_pretrained(out)`` and :func:`load_model` read it."""
+    model, cfg = load_model(run, ema=True)
+    return model.save_pretrained(out, run_config=cfg)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from .. import __version__
+from ..files import versions
 from . import checkpoint as ckpt
 from .config import RunConfig, replace_section
 from .configfile import config_to_dict
@@ -33,13 +33,7 @@ __all__ = [
     "save_training_state",
     "load_training_state",
     "save_progress_grid",
-    "versions",
 ]
-
-
-def versions() -> dict:
-    """The package and torch versions, recorded in every checkpoint and metrics file."""
-    return {"timestep_embed": __version__, "torch": torch.__version__}
 
 
 class Budget:

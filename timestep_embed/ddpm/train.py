@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..files import atomic_write_bytes, save_npy
+from ..files import atomic_write_bytes, save_npy, versions
 from . import diffusion as D
 from .checkpoint import RUN_CHECKPOINT
 from .classifier import load_classifier
@@ -38,7 +38,6 @@ from .state import (
     save_progress_grid,
     save_training_state,
     update_ema,
-    versions,
 )
 from .unet import UNet
 

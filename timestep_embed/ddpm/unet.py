@@ -17,12 +17,16 @@ path) and the UNet outputs zeros; see :func:`zero_init_modules`.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..nn import TimestepEmbedder
+from ..files import load_pretrained, save_pretrained
+from ..nn import TimestepEmbedder, load_state_dict_checked
 from .config import INJECTIONS, UNetConfig, check_unet_config
+from .configfile import config_to_dict, from_dict
 
 __all__ = ["ResBlock", "AttentionBlock", "UNet", "build_time_embedder", "zero_init_modules", "count_parameters"]
 
@@ -131,6 +135,7 @@ class UNet(nn.Module):
         super().__init__()
         self.config = config = config if config is not None else UNetConfig()
         check_unet_config(config)
+        self.custom_time_embedder = time_embedder is not None
         self.time_embedder = time_embedder if time_embedder is not None else build_time_embedder(config)
         ch, emb, r = config.channels, config.emb_dim, config.unshuffle
 
@@ -204,6 +209,23 @@ class UNet(nn.Module):
                 h = layer(h)
         h = self.conv_out(F.silu(self.norm_out(h)))
         return F.pixel_shuffle(h, cfg.unshuffle) if cfg.unshuffle > 1 else h
+
+    def save_pretrained(self, folder, run_config=None) -> Path:
+        """``folder/config.json`` (this UNet's config, optionally the whole run's, and the versions) and
+        ``folder/model.safetensors`` (the weights as they are: call it on the EMA model to export those).
+        Only UNets with the default time embedder built from their config can be rebuilt from it."""
+        if self.custom_time_embedder:
+            raise ValueError("save_pretrained needs the default time embedder (a custom one is not in the config)")
+        run = config_to_dict(run_config) if run_config is not None else None
+        return save_pretrained(folder, "UNet", {"model": config_to_dict(self.config), "run": run}, self.state_dict())
+
+    @classmethod
+    def from_pretrained(cls, folder) -> UNet:
+        """The UNet :meth:`save_pretrained` wrote, weights loaded strictly, in eval mode."""
+        config, state = load_pretrained(folder, "UNet")
+        model = cls(from_dict(UNetConfig, config["model"], "model"))
+        load_state_dict_checked(model, state, str(folder))
+        return model.eval()
 
     def residual_blocks(self) -> list[nn.Module]:
         """Every ResBlock and AttentionBlock (for tests: each one's residual branch is zero at init)."""

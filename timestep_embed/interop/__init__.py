@@ -1,4 +1,4 @@
-"""Bridges to other codebases: patching diffusers' UNets, weight mapping, export, the comparison report.
+"""The bridge to diffusers: patching its UNets, moving weights both ways, the comparison report.
 
 The only place that imports diffusers, lazily (inside functions): ``import timestep_embed.interop``
 works without it; calling into diffusers raises an ImportError that says
@@ -17,11 +17,9 @@ from .diffusers_unet import (
     sinusoid_from_diffusers,
     to_diffusers_modules,
 )
-from .weights import KEY_LAYOUTS, embedder_state_dict, load_state_dict_checked, to_layout
 
 __all__ = [
     "SUPPORTED_UNETS",
-    "KEY_LAYOUTS",
     "require_diffusers",
     "convention_from_unet_config",
     "sinusoid_from_diffusers",
@@ -31,9 +29,6 @@ __all__ = [
     "patch_diffusers_unet",
     "to_diffusers_modules",
     "export_to_diffusers",
-    "embedder_state_dict",
-    "to_layout",
-    "load_state_dict_checked",
     "run_comparison",
     "write_report",
 ]

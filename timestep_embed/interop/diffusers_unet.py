@@ -15,7 +15,7 @@ from torch import nn
 
 from ..conventions import Convention, convention_from_diffusers, convention_to_diffusers
 from ..nn import FourierEmbedding, SinusoidalEmbedding, TimestepEmbedder, TimestepMLP
-from .weights import load_state_dict_checked
+from ..nn.checkpoints import load_state_dict_checked
 
 __all__ = [
     "SUPPORTED_UNETS",

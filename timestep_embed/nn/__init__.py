@@ -1,5 +1,14 @@
-"""Modules over the sinusoidal core: the sinusoid, Fourier features, the time-input map, the MLP, the embedder."""
+"""Modules over the sinusoidal core: the sinusoid, Fourier features, the time-input map, the MLP, the
+embedder, and the key layouts of real checkpoints' time paths."""
 
+from .checkpoints import (
+    KEY_LAYOUTS,
+    KNOWN_PREFIXES,
+    embedder_state_dict,
+    find_time_mlp,
+    load_state_dict_checked,
+    to_layout,
+)
 from .embedder import TimestepEmbedder, default_sinusoid_dim
 from .fourier import FourierEmbedding
 from .mlp import ACTIVATIONS, TimestepMLP
@@ -8,6 +17,12 @@ from .time_input import TIME_INPUTS, check_time_input, time_input
 
 __all__ = [
     "ACTIVATIONS",
+    "KEY_LAYOUTS",
+    "KNOWN_PREFIXES",
+    "embedder_state_dict",
+    "find_time_mlp",
+    "load_state_dict_checked",
+    "to_layout",
     "TIME_INPUTS",
     "FourierEmbedding",
     "SinusoidalEmbedding",

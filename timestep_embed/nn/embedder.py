@@ -7,16 +7,26 @@ weights load as they are. Compute ``emb`` once per forward and hand it to every 
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
 import torch
 from torch import nn
 
 from ..conventions import Convention
+from ..files import load_pretrained, save_pretrained
 from ..guards import TimestepsLike
-from .mlp import TimestepMLP
+from .checkpoints import LAYOUT_DEFAULTS, embedder_state_dict, find_time_mlp, load_state_dict_checked
+from .fourier import FourierEmbedding
+from .mlp import ACTIVATIONS, TimestepMLP
 from .sinusoidal import SinusoidalEmbedding
 from .time_input import check_time_input, time_input
 
 __all__ = ["TimestepEmbedder", "default_sinusoid_dim"]
+
+log = logging.getLogger(__name__)
 
 
 def default_sinusoid_dim(emb_dim: int) -> int:
@@ -76,8 +86,109 @@ class TimestepEmbedder(nn.Module):
     def emb_dim(self) -> int:
         return self.time_embedding.linear_2.out_features
 
-    def forward(self, t: TimestepsLike, condition: torch.Tensor | None = None) -> torch.Tensor:
-        """``t`` ``[...]`` (int or float) -> ``[..., emb_dim]`` in the MLP's dtype."""
+    def forward(
+        self, t: TimestepsLike, condition: torch.Tensor | None = None, batch_size: int | None = None
+    ) -> torch.Tensor:
+        """``t`` ``[...]`` (int or float) -> ``[..., emb_dim]`` in the MLP's dtype.
+
+        A scalar or 0-d ``t`` with ``batch_size`` (or a ``condition`` ``[B, cond_dim]``) is one step for
+        the whole batch: ``[batch_size, emb_dim]``, as diffusers' UNets expand a scalar timestep.
+        """
+        batch = batch_size if batch_size is not None else (condition.shape[0] if condition is not None else None)
+        if batch is not None and (not isinstance(t, torch.Tensor) or t.dim() == 0):
+            t = torch.as_tensor(t, device=self.time_embedding.linear_1.weight.device).expand(batch)
         features = self.time_proj(time_input(t, self.time_input, self.num_timesteps))
         weight = self.time_embedding.linear_1.weight
         return self.time_embedding(features.to(weight.dtype), condition)
+
+    # ------------------------------------------------------------------------ checkpoints
+    @classmethod
+    def from_state_dict(
+        cls,
+        state_dict: Mapping[str, torch.Tensor],
+        convention: str | Convention | None = None,
+        *,
+        layout: str = "auto",
+        prefix: str | None = None,
+        **options,
+    ) -> TimestepEmbedder:
+        """The time path of a whole-model checkpoint, widths read from its tensors, weights loaded.
+
+        Finds the time MLP under the keys of diffusers (``time_embedding.linear_1``), original Stable
+        Diffusion / guided-diffusion (``time_embed.0``), DiT (``t_embedder.mlp.0``) or EDM
+        (``map_layer0``), under the prefixes ``model.diffusion_model.``, ``unet.``, ``model.`` or none
+        (``prefix=`` for others), and logs what it found.
+
+        Args:
+            state_dict: the checkpoint's tensors (other keys are ignored).
+            convention: the sinusoid; default: what the layout's codebase uses (ADM for Stable
+                Diffusion, guided-diffusion and DiT; EDM for EDM). A diffusers state dict does not
+                say (``flip_sin_to_cos`` and ``freq_shift`` are in the UNet's config): pass it.
+            layout: ``"auto"`` or one of ``KEY_LAYOUTS``.
+            prefix: what the network's keys start with; None tries the known ones.
+            options: other :class:`TimestepEmbedder` arguments (``time_input``, ``num_timesteps``...).
+        """
+        layout, prefix = find_time_mlp(state_dict, layout, prefix)
+        ours = embedder_state_dict(state_dict, layout, prefix)
+        w1, w2 = ours.get("time_embedding.linear_1.weight"), ours.get("time_embedding.linear_2.weight")
+        if w1 is None or w2 is None or w1.shape[0] != w2.shape[0] or w2.shape[0] != w2.shape[1]:
+            shapes = {k: list(v.shape) for k, v in ours.items()}
+            raise ValueError(f"the time MLP under {prefix!r} ({layout} layout) is not in -> emb -> emb: {shapes}")
+        defaults = dict(LAYOUT_DEFAULTS[layout])
+        layout_convention = defaults.pop("convention")
+        convention = convention if convention is not None else layout_convention
+        if convention is None:
+            raise ValueError(
+                f"a {layout} state dict does not say which sinusoid its model uses: pass convention= "
+                "(diffusers UNets: 'adm' by default; flip_sin_to_cos=False, freq_shift=1 is 'ddpm')"
+            )
+        if "time_embedding.cond_proj.weight" in ours:
+            defaults["cond_dim"] = ours["time_embedding.cond_proj.weight"].shape[1]
+        if "time_proj.weight" in ours and "time_proj" not in options:
+            raise ValueError(
+                "this checkpoint has Fourier features (time_proj.weight): pass time_proj=FourierEmbedding(..)"
+            )
+        embedder = cls(w1.shape[0], w1.shape[1], convention, **{**defaults, **options})
+        load_state_dict_checked(embedder, ours, f"the time path under {prefix!r} ({layout} layout)")
+        widths = (w1.shape[1], w1.shape[0], w2.shape[0])
+        log.info("time MLP found under prefix %r (%s layout): %d -> %d -> %d", prefix, layout, *widths)
+        return embedder.to(w1.dtype)
+
+    def config(self) -> dict:
+        """The constructor arguments, JSON-able, for :meth:`save_pretrained`."""
+        proj, mlp = self.time_proj, self.time_embedding
+        names = {cls: name for name, cls in ACTIVATIONS.items() if name != "swish"}
+        out = {
+            "emb_dim": self.emb_dim,
+            "sinusoid_dim": mlp.linear_1.in_features,
+            "time_input": self.time_input,
+            "num_timesteps": self.num_timesteps,
+            "act": names[type(mlp.act)] if mlp.act is not None else None,
+            "post_act": names[type(mlp.post_act)] if mlp.post_act is not None else None,
+            "cond_dim": mlp.cond_proj.in_features if mlp.cond_proj is not None else None,
+        }
+        if isinstance(proj, SinusoidalEmbedding):
+            return {**out, "convention": dataclasses.asdict(proj.convention), "precise": proj.precise}
+        if isinstance(proj, FourierEmbedding):
+            learnable = isinstance(proj.weight, nn.Parameter)
+            fourier = {"first": proj.first, "fold_2pi": proj.fold_2pi, "log": proj.log, "learnable": learnable}
+            return {**out, "fourier": fourier}
+        raise ValueError(f"save_pretrained knows SinusoidalEmbedding and FourierEmbedding, not {type(proj).__name__}")
+
+    def save_pretrained(self, folder: str | Path) -> Path:
+        """``folder/config.json`` (:meth:`config`, versions) and ``folder/model.safetensors``."""
+        return save_pretrained(folder, type(self).__name__, self.config(), self.state_dict())
+
+    @classmethod
+    def from_pretrained(cls, folder: str | Path) -> TimestepEmbedder:
+        """The embedder :meth:`save_pretrained` wrote, weights loaded strictly."""
+        config, state = load_pretrained(folder, cls.__name__)
+        config = dict(config)
+        fourier = config.pop("fourier", None)
+        if fourier is not None:
+            config["time_proj"] = FourierEmbedding(config["sinusoid_dim"], **fourier)
+        else:
+            config["convention"] = Convention(**config["convention"])
+        embedder = cls(config.pop("emb_dim"), **config)
+        load_state_dict_checked(embedder, state, f"{folder}")
+        return embedder
