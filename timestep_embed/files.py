@@ -25,6 +25,7 @@ __all__ = [
     "versions",
     "atomic_write_bytes",
     "save_npy",
+    "load_npy",
     "save_figure",
     "safetensors_torch",
     "save_pretrained",
@@ -89,6 +90,14 @@ def save_npy(path: str | os.PathLike, array) -> Path:
     buffer = io.BytesIO()
     np.save(buffer, np.asarray(array), allow_pickle=False)
     return atomic_write_bytes(path, buffer.getvalue())
+
+
+def load_npy(path: str | os.PathLike) -> np.ndarray:
+    """A plain ``.npy`` array (never a pickle); ValueError naming the file otherwise."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        raise ValueError(f"{path} is not a plain .npy array ({exc})") from None
 
 
 def save_figure(fig, path: str | os.PathLike, dpi: int | None = None) -> Path:

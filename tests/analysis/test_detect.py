@@ -176,3 +176,24 @@ def test_parse_timesteps():
     for bad in ("10", "a:b", "0:5:0"):
         with pytest.raises(ValueError, match="start:stop"):
             parse_timesteps(bad)
+
+
+@pytest.mark.parametrize(
+    "emb, t",
+    [
+        (np.zeros((0, 8)), np.zeros(0)),  # an empty dump
+        (sinusoidal_embedding(torch.zeros(1), 8, "adm").numpy(), np.zeros(1)),  # one row at t = 0
+        (sinusoidal_embedding(torch.zeros(5), 8, "adm").numpy(), np.zeros(5)),  # many rows, all t = 0
+        (sinusoidal_embedding(torch.tensor([1.0, 2.0, 1.0]), 8, "adm").numpy(), np.array([1.0, 2.0, 1.0])),
+    ],
+)
+def test_detect_needs_evidence(emb, t):
+    with pytest.raises(ValueError, match="not enough data"):
+        detect_convention(emb, t)
+
+
+def test_detect_tolerance_must_be_positive():
+    emb = sinusoidal_embedding(torch.arange(10.0), 8, "adm").numpy()
+    for tol in (-1e-3, 0.0, float("nan")):
+        with pytest.raises(ValueError, match="tol must be a positive number"):
+            detect_convention(emb, np.arange(10.0), tol=tol)

@@ -55,6 +55,9 @@ def test_read_idx_gzip_detected_by_content(tmp_path):
         (b"\x00\x00\x08\x03\x00\x00\x00\x02", "truncated header"),
         (b"\x12\x34\x08\x01" + b"\x00" * 8, "bad IDX magic number 0x12340801"),
         (b"\x00\x00\x07\x01" + b"\x00" * 8, "bad IDX magic number 0x00000701"),
+        (b"\x00\x00\x08\x99" + b"\x00" * 8, "bad IDX magic number 0x00000899"),  # not 153 dimensions
+        # a size product that overflows int64 (2**32-1 cubed): reported as truncated, not wrapped around
+        (b"\x00\x00\x08\x03" + b"\xff\xff\xff\xff" * 3 + b"\x00" * 16, r"truncated: header says shape \(4294967295"),
         (idx_bytes(np.zeros((3, 28, 28)))[:-10], r"truncated: header says shape \(3, 28, 28\)"),
         (idx_bytes(np.zeros(4)) + b"xx", "trailing bytes"),
         (gzip.compress(idx_bytes(np.zeros(100)))[:-12], "corrupt or truncated gzip"),

@@ -30,6 +30,7 @@ GRID_SHIFTS = (0.0, 1.0)
 GRID_PERIODS = (10000.0, 1000.0, 100.0, 10.0)
 GRID_SCALES = (1.0, 1000.0)
 ROUNDINGS = {None: None, "bfloat16": torch.bfloat16, "float16": torch.float16}
+MIN_TIMESTEPS = 4  # fewer rows cannot tell the candidates apart
 _PRESET_ORDER = ("vaswani", "ddpm", "adm", "edm", "edm_song", "ldm", "dit", "diffusers", "diffusers_unet")
 
 
@@ -203,7 +204,15 @@ def detect_convention(source, timesteps=None, *, tol: float = 1e-3) -> Detection
         :class:`Detection`. ``freq_shift`` and ``max_period`` are only jointly identifiable
         (``ln(max_period) / (h - freq_shift)``); the grid prefers max_period 10000.
     """
+    if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
+        raise ValueError(f"tol must be a positive number, got {tol!r}")
     emb, t, eps = _as_matrix(source, timesteps)
+    distinct = np.unique(t)
+    if len(distinct) < MIN_TIMESTEPS or not distinct.any():
+        raise ValueError(
+            f"not enough data: {len(distinct)} distinct timestep(s) {distinct[:4].tolist()}; the detector needs at "
+            f"least {MIN_TIMESTEPS} distinct ones, not all zero (every convention is [1, 0, ...] patterns at t = 0)"
+        )
     if emb.shape[0] > 2048:  # enough rows to decide; keeps the search fast
         pick = np.linspace(0, emb.shape[0] - 1, 2048).round().astype(int)
         emb, t = emb[pick], t[pick]

@@ -12,7 +12,9 @@ import dataclasses
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +30,7 @@ from ..ddpm.evaluate import evaluate_samples, format_report
 from ..ddpm.plots import plot_run_time_mlp
 from ..ddpm.sample import sample_run
 from ..ddpm.train import run_training
-from ..files import atomic_write_bytes
+from ..files import atomic_write_bytes, load_npy
 from ..interop.compare import run_comparison, summary, to_markdown, write_report
 from .parser import build_parser
 
@@ -41,14 +43,23 @@ def _train(args) -> int:
     if args.print_config:
         print(dump_yaml(config_to_dict(load_run_config(args.config, args.overrides))), end="")
         return 0
-    metrics = run_training(
-        args.config,
-        args.out_dir,
-        overrides=args.overrides,
-        resume=args.resume,
-        overwrite=args.overwrite,
-        progress=not args.quiet,
-    )
+    try:
+        metrics = run_training(
+            args.config,
+            args.out_dir,
+            overrides=args.overrides,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            progress=not args.quiet,
+        )
+    except KeyboardInterrupt:  # after training (Ctrl-C during training returns normally, checkpoint saved)
+        where = f" --out-dir {args.out_dir}" if args.out_dir else ""
+        log.warning(
+            "interrupted after training: the checkpoint is complete; `timestep-embed train --resume%s` "
+            "samples and evaluates it",
+            where,
+        )
+        return 130
     if metrics.get("interrupted"):
         log.warning(
             "stopped at step %d; continue with --resume --out-dir %s", metrics["train_steps"], metrics["out_dir"]
@@ -79,10 +90,7 @@ def _sample(args) -> int:
 def _load_npy(path: str, what: str) -> np.ndarray:
     if not Path(path).is_file():
         raise FileNotFoundError(f"{what} file not found: {path}")
-    try:
-        return np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        raise ValueError(f"{path} is not a plain .npy array ({exc})") from None
+    return load_npy(path)
 
 
 def _evaluate(args) -> int:
@@ -184,7 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s", stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)  # the package's messages, one a line, on stderr
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.WARNING if args.quiet else logging.INFO)
+    previous = _stop_on_sigterm()
     try:
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:
@@ -196,6 +208,22 @@ def main(argv: list[str] | None = None) -> int:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"timestep-embed {args.command}: error: {message[:2000]}", file=sys.stderr)
         return 2
+    finally:
+        log.removeHandler(handler)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _stop_on_sigterm():
+    """SIGTERM (torchrun stopping its workers, a scheduler's kill) acts as Ctrl-C: training saves its
+    checkpoint and stops. Returns the previous handler (None off the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)
 
 
 if __name__ == "__main__":

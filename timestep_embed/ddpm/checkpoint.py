@@ -34,6 +34,7 @@ __all__ = [
     "save_checkpoint",
     "read_header",
     "load_checkpoint",
+    "read_metadata",
     "load_model",
     "export_run",
     "with_prefix",
@@ -93,6 +94,15 @@ def read_header(path: str | os.PathLike, data: bytes | None = None) -> dict:
         what = "truncated" if 8 + n + end > len(data) else "has trailing bytes"
         raise CheckpointError(f"{path}: {what}: the header describes {8 + n + end} bytes, the file holds {len(data)}")
     return header
+
+
+def read_metadata(path: str | os.PathLike) -> dict:
+    """The metadata of a checkpoint (the JSON part) without reading its tensors into tensors."""
+    header = read_header(path)
+    try:
+        return json.loads((header.get("__metadata__") or {}).get(META_KEY, "{}"))
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{path}: corrupt metadata JSON ({exc})") from exc
 
 
 def load_checkpoint(

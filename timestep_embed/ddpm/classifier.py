@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .config import ClassifierConfig
 from .data import load_mnist
 
@@ -32,7 +33,10 @@ __all__ = [
     "cache_key",
     "load_classifier",
     "classify",
+    "weights_digest",
 ]
+
+log = logging.getLogger(__name__)
 
 CLASSIFIER_VERSION = 1  # bump when the architecture or training loop changes (part of the cache key)
 
@@ -155,9 +159,9 @@ def load_classifier(
     path = Path(cache_dir or default_cache_dir()) / f"mnist_classifier_{key[:20]}.safetensors"
     model = MnistClassifier(config.width, config.feature_dim)
     if path.is_file():
-        tensors, info = load_checkpoint(path)
-        model.load_state_dict(tensors)
-        return model.eval(), {**info, "cache_file": str(path), "cached": True}
+        cached = _trusted(path, key, model)
+        if cached is not None:
+            return model.eval(), {**cached, "cache_file": str(path), "cached": True}
     old_threads = torch.get_num_threads()
     torch.set_num_threads(max(1, min(threads, old_threads)))
     try:
@@ -174,9 +178,34 @@ def load_classifier(
         "config": dataclasses.asdict(config),
         "train_seconds": round(seconds, 2),
         "data": str(data),
+        "weights_sha256": weights_digest(model.state_dict()),
     }
     save_checkpoint(path, model.state_dict(), info)
     return model, {**info, "cache_file": str(path), "cached": False}
+
+
+def weights_digest(state: dict[str, torch.Tensor]) -> str:
+    """sha256 over the names, shapes, dtypes and bytes of a state dict (what the cache file must hold)."""
+    h = hashlib.sha256()
+    for name in sorted(state):
+        tensor = state[name].detach().cpu().contiguous()
+        h.update(f"{name}:{list(tensor.shape)}:{tensor.dtype}".encode())
+        h.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())  # 0-d num_batches_tracked too
+    return h.hexdigest()
+
+
+def _trusted(path: Path, key: str, model: MnistClassifier) -> dict | None:
+    """The cached classifier's info when the file is this classifier (its key) with the weights it was
+    saved with (their digest), loaded into ``model``; None (and a warning) otherwise."""
+    try:
+        tensors, info = load_checkpoint(path)
+        if info.get("key") != key or info.get("weights_sha256") != weights_digest(tensors):
+            raise CheckpointError(f"{path}: not the classifier its name says, or its weights changed")
+        model.load_state_dict(tensors)
+    except (CheckpointError, RuntimeError) as exc:
+        log.warning("the cached evaluator classifier is not trusted (%s): training it again", exc)
+        return None
+    return info
 
 
 @torch.no_grad()

@@ -253,10 +253,28 @@ def check_run_config(cfg: RunConfig) -> None:
     )
     if not d.beta_start < d.beta_end <= 1:
         raise _fail("diffusion.beta_end", d.beta_end, f"expected diffusion.beta_start = {d.beta_start} < beta_end <= 1")
-    names = ("minutes", "job_minutes", "steps", "batch_size", "lr", "warmup_steps", "min_lr_ratio", "weight_decay",
-             "grad_clip", "ema_decay", "log_every", "checkpoint_minutes", "grid_every")  # fmt: skip
-    _positive(cfg, "train", names, allow_none=("minutes", "job_minutes", "steps"),
-              allow_zero=("warmup_steps", "min_lr_ratio", "weight_decay", "ema_decay", "grid_every"))  # fmt: skip
+    names = (
+        "minutes",
+        "job_minutes",
+        "steps",
+        "batch_size",
+        "lr",
+        "warmup_steps",
+        "min_lr_ratio",
+        "weight_decay",
+        "grad_clip",
+        "ema_decay",
+        "log_every",
+        "checkpoint_minutes",
+        "grid_every",
+    )
+    _positive(
+        cfg,
+        "train",
+        names,
+        allow_none=("minutes", "job_minutes", "steps"),
+        allow_zero=("warmup_steps", "min_lr_ratio", "weight_decay", "ema_decay", "grid_every"),
+    )
     if (t.minutes is None) == (t.steps is None):
         raise ConfigError(
             f"train.minutes = {t.minutes} and train.steps = {t.steps}: set exactly one budget, "

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import gzip
 import importlib.util
+import math
 import os
 from pathlib import Path
 
@@ -33,6 +34,7 @@ SPLITS = ("train", "heldout", "test")
 
 # IDX type codes (third byte of the magic number) -> big-endian numpy dtype, per the MNIST page.
 _IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+_IDX_MAX_DIMS = 4  # MNIST files have 1 (labels) or 3 (images); more is a corrupt header
 
 
 class DataError(RuntimeError):
@@ -104,11 +106,11 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     if len(raw) < 4:
         raise DataError(f"{path}: truncated: {len(raw)} bytes, an IDX header needs at least 4")
     zero, code, ndim = raw[0:2], raw[2], raw[3]
-    if zero != b"\x00\x00" or code not in _IDX_DTYPES or ndim == 0:
+    if zero != b"\x00\x00" or code not in _IDX_DTYPES or not 1 <= ndim <= _IDX_MAX_DIMS:
         magic = int.from_bytes(raw[:4], "big")
         raise DataError(
             f"{path}: bad IDX magic number 0x{magic:08X}; expected 0x0000TTDD with type TT in "
-            f"{{{', '.join(f'0x{c:02X}' for c in _IDX_DTYPES)}}} and DD dimensions "
+            f"{{{', '.join(f'0x{c:02X}' for c in _IDX_DTYPES)}}} and DD = 1..{_IDX_MAX_DIMS} dimensions "
             "(MNIST images: 0x00000803, labels: 0x00000801)"
         )
     header = 4 + 4 * ndim
@@ -116,7 +118,7 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
         raise DataError(f"{path}: truncated header: {len(raw)} bytes, need {header} for {ndim} dimensions")
     shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
     dtype = np.dtype(_IDX_DTYPES[code])
-    expected = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    expected = header + math.prod(shape) * dtype.itemsize  # Python ints: no overflow
     if len(raw) != expected:
         what = "truncated" if len(raw) < expected else "has trailing bytes"
         raise DataError(

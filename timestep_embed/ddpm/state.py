@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import statistics
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ import torch
 from ..files import versions
 from . import checkpoint as ckpt
 from .config import RunConfig, replace_section
-from .configfile import config_to_dict
+from .configfile import ConfigError, config_to_dict
 from .plots import save_grid_png
 from .runtime import Runtime, broadcast_float
 from .sample import generate
@@ -33,7 +34,16 @@ __all__ = [
     "save_training_state",
     "load_training_state",
     "save_progress_grid",
+    "check_run_folder",
 ]
+
+log = logging.getLogger(__name__)
+
+# What may change when a run is resumed: how long it trains and how it is watched, sampled and
+# scored. Anything else would continue training another model than the checkpoint's.
+RESUMABLE_TRAIN = ("minutes", "steps", "job_minutes", "log_every", "checkpoint_minutes", "grid_every", "threads")
+RESUMABLE = {f"train.{k}" for k in (*RESUMABLE_TRAIN, "device", "bf16", "out_dir")}
+BUDGET = ("train.minutes", "train.steps", "train.job_minutes")
 
 
 class Budget:
@@ -193,3 +203,36 @@ def save_progress_grid(ema, cfg: RunConfig, rt: Runtime, path: Path, step: int, 
     quick = replace_section(cfg, "sample", sampler="ddpm", num_samples=n, batch_size=n, steps=steps)
     caption = f"step {step}, EMA weights, {n} samples, ancestral DDPM, {steps} steps"
     save_grid_png(generate(ema, quick, rt.device, bf16=rt.bf16), path, nrow=8, caption=caption)
+
+
+def _flat(data, prefix: str = "") -> dict:
+    if not isinstance(data, dict):
+        return {prefix[:-1]: data}
+    return {k: v for key, value in data.items() for k, v in _flat(value, f"{prefix}{key}.").items()}
+
+
+def check_run_folder(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> None:
+    """Raise before anything is written when ``out`` holds a run that neither ``resume`` nor
+    ``overwrite`` allows to touch, or when a resume would change the trained model; log a changed budget."""
+    checkpoint = out / ckpt.RUN_CHECKPOINT
+    held = [p.name for p in (out / "config.yaml", checkpoint, out / "metrics.json") if p.exists()]
+    if held and not (resume or overwrite):
+        raise FileExistsError(
+            f"{out} already holds a run ({', '.join(held)}): pass --resume to continue it, --overwrite to replace "
+            "it, or choose another --out-dir"
+        )
+    if not resume:
+        return
+    if not checkpoint.exists():
+        raise FileNotFoundError(f"--resume: no checkpoint at {checkpoint}")
+    stored, wanted = _flat(ckpt.read_metadata(checkpoint).get("config", {})), _flat(config_to_dict(cfg))
+    changed = sorted(k for k in stored.keys() | wanted.keys() if stored.get(k) != wanted.get(k))
+    fixed = [k for k in changed if k not in RESUMABLE and not k.startswith(("sample.", "eval."))]  # these may change
+    if fixed:
+        diffs = "; ".join(f"{k}: {stored.get(k)!r} in the checkpoint, {wanted.get(k)!r} now" for k in fixed[:5])
+        raise ConfigError(
+            f"--resume would train another model than {checkpoint} ({diffs}): resume with the run's own config, "
+            "or start a new --out-dir"
+        )
+    for key in (k for k in changed if k in BUDGET):
+        log.warning("--resume with another budget: %s %s -> %s", key, stored.get(key), wanted.get(key))

@@ -10,6 +10,7 @@ checkpoint) in :mod:`~timestep_embed.ddpm.state`. Everything a run produces goes
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -20,7 +21,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..files import atomic_write_bytes, save_npy, versions
+from ..files import atomic_write_bytes, load_npy, save_npy, versions
 from . import diffusion as D
 from .checkpoint import RUN_CHECKPOINT
 from .classifier import load_classifier
@@ -29,11 +30,13 @@ from .configfile import save_config
 from .data import load_mnist
 from .evaluate import evaluate_samples
 from .plots import save_grid_png, save_loss_curve
+from .runfolder import clear_run, owned
 from .runtime import Runtime, ThreadTuner, cleanup, setup
 from .sample import describe_sampling, generate
 from .state import (
     Budget,
     TrainingLog,
+    check_run_folder,
     load_training_state,
     save_progress_grid,
     save_training_state,
@@ -82,6 +85,7 @@ def train_loop(
     opt = torch.optim.AdamW(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
     gen = torch.Generator(rt.device).manual_seed(t.seed * 1000 + rt.rank)
     step, elapsed = load_training_state(path, model, ema, opt, gen, rt) if resume else (0, 0.0)
+    start_step = step
     ddp = model if rt.world_size == 1 else nn.parallel.DistributedDataParallel(model)
     tuner = ThreadTuner(t.threads) if rt.device.type == "cpu" else None
     budget = Budget(cfg, rt, elapsed, job_start)
@@ -144,6 +148,7 @@ def train_loop(
     if rt.is_main and (losses or not path.exists()):
         save_training_state(path, cfg, model, ema, opt, gen, step, budget.elapsed)
     stats = {
+        "resumed_at": start_step,
         "train_steps": step,
         "train_seconds": round(budget.elapsed, 2),
         "steps_per_s": step / max(budget.elapsed, 1e-9),
@@ -169,9 +174,12 @@ def run_training(
     """Train, sample (EMA weights), evaluate; write the run folder; return the metrics dict.
 
     ``time_embedder``: optional module t [B] -> [B, model.emb_dim] replacing the UNet's default.
-    Run folder (rank 0): config.yaml, checkpoint.safetensors, log.jsonl, loss_curve.png,
-    samples.npy, samples.png, metrics.json. An existing checkpoint is never overwritten unless
-    ``resume`` (continue it; with the default ``config`` the run's own config.yaml is used) or ``overwrite``.
+    Run folder (rank 0, held by one process at a time: see :mod:`~timestep_embed.ddpm.runfolder`):
+    config.yaml, checkpoint.safetensors, log.jsonl, loss_curve.png, samples.npy, samples.png,
+    metrics.json, grid_<step>.png. A folder that holds a run is never written into unless ``resume``
+    (continue it: with the default ``config`` the run's own config.yaml is used, and only changes that
+    leave the trained model the same are accepted) or ``overwrite`` (its files are removed first).
+    Resuming a finished run trains nothing and does only what is missing: sampling, plots, evaluation.
     """
     if resume and isinstance(config, str) and config == DEFAULT_CONFIG:  # resume with the run's own config
         stored = Path(out_dir if out_dir is not None else TrainConfig().out_dir) / "config.yaml"
@@ -180,59 +188,56 @@ def run_training(
     origin = "a RunConfig" if isinstance(config, RunConfig) else str(resolve_config(config))
     log.info("config: %s%s", origin, f" with {' '.join(overrides)}" if overrides else "")
     out = Path(out_dir if out_dir is not None else cfg.train.out_dir)
-    if (out / RUN_CHECKPOINT).exists() and not (resume or overwrite):
-        raise FileExistsError(
-            f"{out} already holds a run: pass --resume to continue it, --overwrite to replace it, "
-            "or choose another --out-dir"
-        )
-    if resume and not (out / RUN_CHECKPOINT).exists():
-        raise FileNotFoundError(f"--resume: no checkpoint at {out / RUN_CHECKPOINT}")
     wall0 = time.perf_counter()
     load_mnist(cfg.data.source, "train", cfg.data.pad_to_32)  # a missing/bad data source fails before any write
     rt = setup(cfg.train.device, cfg.train.bf16)
-    if rt.is_main:
-        out.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, out / "config.yaml")
-        if cfg.eval.enabled:  # train (or load) the evaluator's classifier now, not after training
-            load_classifier(cfg.data.source, cfg.eval.classifier, progress=progress, threads=1)
-    torch.manual_seed(cfg.train.seed)  # model init: identical on every rank
-    model = UNet(cfg.model, time_embedder).to(rt.device)
-    n_params = sum(p.numel() for p in model.parameters())
-    if rt.is_main:
-        log.info(
-            "UNet %.2fM parameters on %s x%d, bf16=%s -> %s", n_params / 1e6, rt.device, rt.world_size, rt.bf16, out
-        )
-    ema, stats = train_loop(cfg, rt, model, out, resume=resume, progress=progress, stop_at=stop_at, job_start=wall0)
-    metrics = {
-        **stats,
-        "num_params": n_params,
-        "device": str(rt.device),
-        "world_size": rt.world_size,
-        "bf16": rt.bf16,
-        "out_dir": str(out),
-        "versions": versions(),
-    }
-    if rt.is_main and stats["finished"]:
-        metrics.update(_sample_and_evaluate(ema, cfg, rt, out, progress))
-        metrics["total_seconds"] = round(time.perf_counter() - wall0, 2)
-        atomic_write_bytes(out / "metrics.json", (json.dumps(metrics, indent=2, default=str) + "\n").encode())
+    with owned(out) if rt.is_main else contextlib.nullcontext():
+        if rt.is_main:
+            check_run_folder(out, cfg, resume=resume, overwrite=overwrite)  # before anything is written
+            if overwrite and not resume:
+                clear_run(out)
+            save_config(cfg, out / "config.yaml")
+            if cfg.eval.enabled:  # train (or load) the evaluator's classifier now, not after training
+                load_classifier(cfg.data.source, cfg.eval.classifier, progress=progress, threads=1)
+        torch.manual_seed(cfg.train.seed)  # model init: identical on every rank
+        model = UNet(cfg.model, time_embedder).to(rt.device)
+        n_params = sum(p.numel() for p in model.parameters())
+        if rt.is_main:
+            where = f"{rt.device} x{rt.world_size}, bf16={rt.bf16}"
+            log.info("UNet %.2fM parameters on %s -> %s", n_params / 1e6, where, out)
+        ema, stats = train_loop(cfg, rt, model, out, resume=resume, progress=progress, stop_at=stop_at, job_start=wall0)
+        metrics = {**stats, "num_params": n_params, "device": str(rt.device), "world_size": rt.world_size}
+        metrics.update(bf16=rt.bf16, out_dir=str(out), versions=versions())
+        if rt.is_main and stats["finished"]:
+            trained_now = stats["train_steps"] > stats["resumed_at"]
+            metrics = _finish(ema, cfg, rt, out, metrics, trained_now, progress)
+            metrics["total_seconds"] = round(time.perf_counter() - wall0, 2)
+            atomic_write_bytes(out / "metrics.json", (json.dumps(metrics, indent=2, default=str) + "\n").encode())
     cleanup()
     return metrics
 
 
-def _sample_and_evaluate(ema: UNet, cfg: RunConfig, rt: Runtime, out: Path, progress: bool) -> dict:
-    """The run's samples (``samples.npy``, ``samples.png``), loss curve, and scores."""
-    t0 = time.perf_counter()
-    samples = generate(ema, cfg, rt.device, bf16=rt.bf16, progress=progress, threads=cfg.train.threads)
-    metrics = {"sample_seconds": round(time.perf_counter() - t0, 2)}
-    save_npy(out / "samples.npy", samples.numpy())
-    caption = f"{len(samples[:100])} of {len(samples)} samples, EMA weights, {describe_sampling(cfg)}"
-    save_grid_png(samples[:100], out / "samples.png", caption=caption)
+def _finish(ema: UNet, cfg: RunConfig, rt: Runtime, out: Path, metrics: dict, trained_now: bool, progress: bool):
+    """The run's samples (``samples.npy``, ``samples.png``), loss curve and scores; what a resumed,
+    already finished run has is kept (new samples only when training went on)."""
+    done = json.loads((out / "metrics.json").read_text()) if (out / "metrics.json").is_file() else None
+    if done is not None and not trained_now:
+        log.info("%s is complete: nothing left to do", out)
+        return {**done, **{k: metrics[k] for k in ("interrupted", "finished")}}
+    if (out / "samples.npy").is_file() and not trained_now:
+        samples = torch.from_numpy(load_npy(out / "samples.npy"))
+        log.info("kept samples.npy of the finished run (remove it to draw new ones)")
+    else:
+        t0 = time.perf_counter()
+        samples = generate(ema, cfg, rt.device, bf16=rt.bf16, progress=progress, threads=cfg.train.threads)
+        metrics["sample_seconds"] = round(time.perf_counter() - t0, 2)
+        save_npy(out / "samples.npy", samples.numpy())
+        caption = f"{len(samples[:100])} of {len(samples)} samples, EMA weights, {describe_sampling(cfg)}"
+        save_grid_png(samples[:100], out / "samples.png", caption=caption)
     gamma = cfg.diffusion.min_snr_gamma
     what = f"Min-SNR-{gamma:g} weighted MSE" if gamma is not None else "MSE"
-    save_loss_curve(
-        out / "log.jsonl", out / "loss_curve.png", ylabel=f"training loss ({what}, {cfg.diffusion.prediction})"
-    )
+    ylabel = f"training loss ({what}, {cfg.diffusion.prediction})"
+    save_loss_curve(out / "log.jsonl", out / "loss_curve.png", ylabel=ylabel)
     if cfg.eval.enabled:
         t0 = time.perf_counter()
         metrics.update(evaluate_samples(samples, cfg.eval.classifier, data_source=cfg.data.source))

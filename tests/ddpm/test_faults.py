@@ -1,0 +1,207 @@
+"""Run folders survive concurrent runs, kills, resumes and mistakes; every failure is one line on stderr.
+
+Each test plants one fault of a hostile user (two runs on one folder, a kill during a write, a full
+disk, a resume of a finished run, an edited config...) and checks that nothing is lost or silently wrong.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from timestep_embed import files
+from timestep_embed.cli import main
+from timestep_embed.ddpm import checkpoint as ckpt
+from timestep_embed.ddpm.classifier import load_classifier
+from timestep_embed.ddpm.config import ClassifierConfig
+from timestep_embed.ddpm.configfile import ConfigError
+from timestep_embed.ddpm.runfolder import RunFolderBusy
+from timestep_embed.ddpm.train import run_training
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = str(ROOT / "configs" / "smoke.yaml")
+FAST = ["eval.enabled=false", "sample.num_samples=4", "sample.batch_size=4", "sample.steps=3", "train.bf16=false",
+        "train.threads=1", "train.steps=4", "train.grid_every=2"]  # fmt: skip
+
+
+def finished_run(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    run_training(SMOKE, run, overrides=FAST, progress=False)
+    return run
+
+
+def test_a_live_process_holds_the_folder_and_a_dead_ones_lock_is_taken_over(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".lock").write_text(f"{os.getpid()} {os.uname().nodename}")  # this very process: alive
+    with pytest.raises(RunFolderBusy, match=f"in use by process {os.getpid()}"):
+        run_training(SMOKE, run, overrides=FAST, progress=False)
+    assert sorted(p.name for p in run.iterdir()) == [".lock"]  # nothing written
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (run / ".lock").write_text(f"{dead.stdout.strip()} {os.uname().nodename}")  # a process that has exited
+    assert run_training(SMOKE, run, overrides=FAST, progress=False)["finished"]
+    assert not (run / ".lock").exists()
+
+
+def test_two_runs_on_one_folder_the_second_is_refused(tmp_path):
+    env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "timestep_embed", "train", "--config", SMOKE, "--out-dir", str(tmp_path / "run"),
+           "--quiet", *FAST, "train.steps=40"]  # fmt: skip
+    first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not (tmp_path / "run" / ".lock").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 2 and "in use by process" in second.stderr and "Traceback" not in second.stderr
+    assert first.wait(timeout=180) == 0, first.communicate()[1][-2000:]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["train_steps"] == 40  # the first run's, intact
+
+
+def test_samples_are_written_atomically(tmp_path, monkeypatch):
+    path = files.save_npy(tmp_path / "samples.npy", np.zeros((3, 1, 28, 28), np.float32))
+    before = path.read_bytes()
+
+    def half_then_crash(f, data):
+        f.write(data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files, "_write_all", half_then_crash)
+    with pytest.raises(OSError, match="No space left"):
+        files.save_npy(path, np.ones((3, 1, 28, 28), np.float32))
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["samples.npy"]
+
+
+def test_files_are_written_with_the_users_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = files.atomic_write_bytes(tmp_path / "metrics.json", b"{}")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_resume_of_a_finished_run_trains_nothing_and_keeps_everything(tmp_path, caplog):
+    run = finished_run(tmp_path)
+    files_before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    with caplog.at_level("INFO", logger="timestep_embed"):
+        metrics = run_training(SMOKE, run, overrides=FAST, progress=False, resume=True)
+    assert metrics["train_steps"] == 4 and "nothing left to do" in caplog.text
+    for name in ("checkpoint.safetensors", "samples.npy", "log.jsonl"):
+        assert (run / name).read_bytes() == files_before[name], name
+
+
+def test_resume_after_an_interruption_during_sampling_does_only_what_is_missing(tmp_path):
+    run = finished_run(tmp_path)
+    weights = (run / "checkpoint.safetensors").read_bytes()
+    (run / "samples.npy").unlink()
+    (run / "metrics.json").unlink()  # as if Ctrl-C came while sampling
+    metrics = run_training(SMOKE, run, overrides=FAST, progress=False, resume=True)
+    assert metrics["train_steps"] == 4 and (run / "samples.npy").is_file() and (run / "metrics.json").is_file()
+    assert (run / "checkpoint.safetensors").read_bytes() == weights
+
+
+def test_resume_with_a_changed_budget_is_stated_and_each_step_is_logged_once(tmp_path, caplog):
+    run = tmp_path / "run"
+    run_training(SMOKE, run, overrides=[*FAST, "train.log_every=1"], progress=False, stop_at=3)
+    with open(run / "log.jsonl", "a") as log:  # steps logged after the checkpoint, before a kill
+        log.write(json.dumps({"step": 4, "loss": 1.0}) + "\n")
+    with caplog.at_level("WARNING", logger="timestep_embed"):
+        over = [*FAST, "train.log_every=1", "train.steps=6"]
+        metrics = run_training(SMOKE, run, overrides=over, progress=False, resume=True)
+    assert metrics["train_steps"] == 6 and "--resume with another budget: train.steps 4 -> 6" in caplog.text
+    steps = [json.loads(line)["step"] for line in (run / "log.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4, 5, 6]  # the planted step 4 was dropped, then trained and logged once
+
+
+@pytest.mark.parametrize("change", ["diffusion.schedule=cosine", "model.channels=[8,16]", "train.lr=0.5"])
+def test_resume_that_would_train_another_model_is_refused_before_any_write(tmp_path, change):
+    run = finished_run(tmp_path)
+    config = (run / "config.yaml").read_bytes()
+    with pytest.raises(ConfigError, match="would train another model"):
+        run_training(SMOKE, run, overrides=[*FAST, change], progress=False, resume=True)
+    assert (run / "config.yaml").read_bytes() == config  # the run's own config is untouched
+    # an edited config.yaml (shapes that still fit) is caught the same way on a plain --resume
+    (run / "config.yaml").write_text((run / "config.yaml").read_text().replace("linear", "cosine"))
+    with pytest.raises(ConfigError, match=r"diffusion.schedule: 'linear' in the checkpoint, 'cosine' now"):
+        run_training("mnist", run, progress=False, resume=True)
+
+
+def test_a_folder_that_holds_a_run_is_refused_and_overwrite_clears_it(tmp_path):
+    run = finished_run(tmp_path)
+    (run / "checkpoint.safetensors").unlink()  # only config.yaml and the rest are left: still a run
+    with pytest.raises(FileExistsError, match="already holds a run"):
+        run_training(SMOKE, run, overrides=FAST, progress=False)
+    (run / "grid_000999.png").write_bytes(b"old")
+    (run / ".checkpoint.safetensors.abc123.tmp").write_bytes(b"x" * 1000)  # left by a kill mid-write
+    run_training(SMOKE, run, overrides=[*FAST, "train.grid_every=0"], progress=False, overwrite=True)
+    names = {p.name for p in run.iterdir()}
+    assert "grid_000999.png" not in names and not any(n.endswith(".tmp") for n in names) and ".lock" not in names
+
+
+def test_a_full_disk_is_one_line_on_stderr_and_the_run_survives(tmp_path, monkeypatch, capsys):
+    run = finished_run(tmp_path)
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+
+    def full(f, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files, "_write_all", full)
+    for args in (["sample", str(run), "sample.num_samples=2", "sample.steps=2"],
+                 ["train", "--config", SMOKE, "--out-dir", str(tmp_path / "new"), *FAST]):  # fmt: skip
+        assert main([*args, "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "No space left on device" in err and "Traceback" not in err
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+    assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_missing_things_are_one_line_on_stderr(tmp_path, capsys):
+    run = finished_run(tmp_path)
+    for args in (["sample", str(tmp_path / "nowhere")], ["figures", "--out", str(tmp_path), "--checkpoint", "x.pt"],
+                 ["evaluate", str(tmp_path / "none.npy")], ["detect", str(run / "samples.npy"), "--timesteps", "0:4"],
+                 ["train", "--config", "nope"]):  # fmt: skip
+        assert main([*args, "--quiet"]) == 2, args
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+    if not torch.cuda.is_available():
+        assert main(["sample", str(run), "--device", "cuda", "--quiet"]) == 2
+        assert "no cuda device" in capsys.readouterr().err
+
+
+def test_ctrl_c_after_training_keeps_the_checkpoint_and_says_how_to_finish(tmp_path, monkeypatch, capsys):
+    import timestep_embed.ddpm.train as train_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_module, "generate", interrupted)
+    args = ["train", "--config", SMOKE, "--out-dir", str(tmp_path / "run"), "--quiet", *FAST]
+    assert main(args) == 130
+    assert "--resume" in capsys.readouterr().err and (tmp_path / "run" / "checkpoint.safetensors").is_file()
+    monkeypatch.undo()
+    assert main([*args, "--resume"]) == 0 and (tmp_path / "run" / "metrics.json").is_file()
+
+
+def test_the_cached_evaluator_is_checked_and_retrained_when_its_file_changed(tmp_path, caplog):
+    config = ClassifierConfig(width=2, epochs=1, feature_dim=8, batch_size=256, negatives=4, max_train=512)
+    model, info = load_classifier("builtin", config, tmp_path)
+    path = Path(info["cache_file"])
+    tensors, meta = ckpt.load_checkpoint(path)
+    tensors = {k: v + 1 if v.is_floating_point() else v for k, v in tensors.items()}  # someone else's weights
+    ckpt.save_checkpoint(path, tensors, meta)
+    with caplog.at_level("WARNING", logger="timestep_embed"):
+        again, info2 = load_classifier("builtin", config, tmp_path)
+    assert "not trusted" in caplog.text and not info2["cached"]
+    for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert load_classifier("builtin", config, tmp_path)[1]["cached"]  # the rewritten file is trusted
