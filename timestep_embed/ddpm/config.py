@@ -101,7 +101,9 @@ class TrainConfig:
 
 @dataclass
 class SampleConfig:
-    sampler: Literal["ddpm", "ddim"] = "ddpm"  # ancestral (Ho et al. Alg. 2) or DDIM
+    sampler: Literal["ddpm", "ddim", "dpm++2m", "heun"] = (
+        "ddpm"  # ancestral (Ho et al. Alg. 2), DDIM, DPM-Solver++(2M), Heun
+    )
     steps: int = 100  # respaced to this many of the T steps
     eta: float = 0.0  # DDIM only: 0 = deterministic
     spacing: Literal["evenly", "leading", "trailing"] = "evenly"

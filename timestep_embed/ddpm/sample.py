@@ -30,7 +30,8 @@ __all__ = ["generate", "describe_sampling", "sample_run"]
 def describe_sampling(cfg: RunConfig) -> str:
     """A one-line caption of how ``cfg.sample`` draws: sampler, steps, seed."""
     s = cfg.sample
-    name = "ancestral DDPM" if s.sampler == "ddpm" else f"DDIM (eta {s.eta:g})"
+    names = {"ddpm": "ancestral DDPM", "ddim": f"DDIM (eta {s.eta:g})", "dpm++2m": "DPM-Solver++(2M)", "heun": "Heun"}
+    name = names[s.sampler]
     return f"{name}, {s.steps} of {cfg.diffusion.num_timesteps} steps ({s.spacing}), seed {s.seed}"
 
 

@@ -1,19 +1,30 @@
 """Samplers: the reverse process, one step at a time, and the loop that runs a model through it.
 
-Ancestral DDPM (Ho et al. 2020, Algorithm 2) and DDIM (Song et al. 2021, eq. 12) over a
-:class:`~timestep_embed.ddpm.diffusion.Schedule`, respaced to fewer steps when asked. The model is an
-argument, called as ``model(x_t, t_model)`` (see :mod:`~timestep_embed.ddpm.diffusion`).
+Over a :class:`~timestep_embed.ddpm.diffusion.Schedule`, on a subsequence of its steps:
+
+* ``"ddpm"``: ancestral sampling, Ho et al. 2020, Algorithm 2 (respaced, improved-diffusion style);
+* ``"ddim"``: Song et al. 2021, eq. 12 (``eta`` 0: deterministic);
+* ``"dpm++2m"``: DPM-Solver++(2M), Lu et al. 2022 ("DPM-Solver++", Algorithm 2, data prediction,
+  multistep second order), the first step and the last (to sigma = 0) first order;
+* ``"heun"``: Karras et al. 2022 (EDM), Algorithm 1 with S_churn = 0: Heun's second-order method on
+  the probability-flow ODE in sigma = sqrt((1 - abar) / abar), the last step (to sigma = 0) Euler.
+
+The model is an argument, called as ``model(x_t, t_model)`` (see :mod:`~timestep_embed.ddpm.diffusion`)
+with the VP-scaled ``x_t`` in every sampler. ``dpm_solver_2m`` and ``heun`` run in the dtype of ``x``
+(float64 in the parity tests against diffusers' ``DPMSolverMultistepScheduler`` and ``HeunDiscreteScheduler``).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
 from .diffusion import Model, Schedule, coef, predict_x0_eps, randn, respace, timestep_subsequence
 
-__all__ = ["SAMPLERS", "ddpm_step", "ddim_step", "sample"]
+__all__ = ["SAMPLERS", "ddpm_step", "ddim_step", "dpm_solver_2m", "heun", "sample"]
 
-SAMPLERS = ("ddpm", "ddim")
+SAMPLERS = ("ddpm", "ddim", "dpm++2m", "heun")
 
 
 def ddpm_step(out, x_t, i: int, schedule: Schedule, *, generator=None, prediction="eps", clip_x0=True):
@@ -53,6 +64,94 @@ def ddim_step(out, x_t, i: int, schedule: Schedule, *, eta=0.0, generator=None, 
     return x_prev, x0_hat
 
 
+def _vp(schedule: Schedule, index: float) -> tuple[float, float]:
+    """(alpha, sigma) = (sqrt(abar), sqrt(1 - abar)) at a (fractional) index, sigma_VE interpolated
+    linearly between the steps as diffusers and k-diffusion do."""
+    s_ve = _sigma_ve(schedule, index)
+    alpha = 1.0 / math.sqrt(s_ve**2 + 1.0)
+    return alpha, s_ve * alpha
+
+
+def _sigma_ve(schedule: Schedule, index: float) -> float:
+    abar = schedule.alphas_cumprod
+    lo = min(int(math.floor(index)), schedule.T - 1)
+    hi, frac = min(lo + 1, schedule.T - 1), index - lo
+    s_lo, s_hi = (float(((1 - abar[k]) / abar[k]).sqrt()) for k in (lo, hi))
+    return s_lo + frac * (s_hi - s_lo)
+
+
+def _model_time(schedule: Schedule, index: float, batch: int, device) -> torch.Tensor:
+    """What the model gets at a (fractional) index: ``schedule.model_t`` there (int64 when whole and discrete)."""
+    if float(index).is_integer():
+        return schedule.time_for_model(int(index), batch).to(device)
+    lo = int(math.floor(index))
+    t = schedule.model_t[lo] + (index - lo) * (schedule.model_t[min(lo + 1, schedule.T - 1)] - schedule.model_t[lo])
+    return torch.full((batch,), float(t), device=device)
+
+
+def _x0(out: torch.Tensor, x: torch.Tensor, alpha: float, sigma: float, prediction: str, clip: bool) -> torch.Tensor:
+    """The data prediction from a VP-scaled ``x`` and the model output (eps or v), clipped to [-1, 1]
+    when ``clip`` (diffusers' ``clip_sample`` / ``thresholding`` with a fixed range)."""
+    x0 = (x - sigma * out) / alpha if prediction == "eps" else alpha * x - sigma * out
+    return x0.clamp(-1, 1) if clip else x0
+
+
+def dpm_solver_2m(
+    model: Model, x: torch.Tensor, schedule: Schedule, timesteps, *, prediction: str = "eps", clip_x0: bool = False
+) -> torch.Tensor:
+    """DPM-Solver++(2M) (Lu et al. 2022, Algorithm 2) from ``x`` (VP-scaled, at ``timesteps[0]``) down
+    ``timesteps`` (descending indices of ``schedule``) and a last step to sigma = 0; returns x0.
+
+    With lambda = ln(alpha / sigma), h = lambda_next - lambda and the data predictions D:
+    x_next = (sigma_next / sigma) x - alpha_next (e^-h - 1) [D + (D - D_prev) / (2 r)], r = h_prev / h;
+    the first step and the last use D alone (first order). diffusers' ``DPMSolverMultistepScheduler``
+    with its defaults (``solver_order=2``, ``"dpmsolver++"``, ``"midpoint"``, ``final_sigmas_type="zero"``).
+    """
+    points = [_vp(schedule, float(t)) for t in timesteps] + [(1.0, 0.0)]
+    lambdas = [math.log(a) - math.log(s) if s > 0 else math.inf for a, s in points]
+    previous = None
+    for k, t in enumerate(timesteps):
+        (alpha, sigma), (alpha_next, sigma_next) = points[k], points[k + 1]
+        out = model(x, _model_time(schedule, float(t), x.shape[0], x.device)).to(x.dtype)
+        d = _x0(out, x, alpha, sigma, prediction, clip_x0)
+        h = lambdas[k + 1] - lambdas[k]
+        step = -alpha_next * math.expm1(-h)  # alpha_next (1 - e^-h)
+        if previous is None or sigma_next == 0:
+            x = (sigma_next / sigma) * x + step * d
+        else:
+            r = (lambdas[k] - lambdas[k - 1]) / h
+            x = (sigma_next / sigma) * x + step * (d + (d - previous) / (2 * r))
+        previous = d
+    return x
+
+
+def heun(
+    model: Model, x: torch.Tensor, schedule: Schedule, timesteps, *, prediction: str = "eps", clip_x0: bool = False
+) -> torch.Tensor:
+    """Heun's method on the probability-flow ODE in sigma (Karras et al. 2022, Algorithm 1, S_churn = 0)
+    from unit noise ``x`` (scaled to N(0, sigma_0^2) at ``timesteps[0]``) down ``timesteps`` (descending,
+    fractional allowed) to sigma = 0; returns x0. Two model calls a step, one for the last (Euler).
+
+    In x = x0 + sigma eps (VE scaling) with D(x, sigma) the data prediction and dx/dsigma = (x - D) / sigma;
+    the model sees x / sqrt(1 + sigma^2), as diffusers' ``HeunDiscreteScheduler`` and k-diffusion do.
+    """
+    sigmas = [_sigma_ve(schedule, float(t)) for t in timesteps] + [0.0]
+    x = x * sigmas[0]  # Algorithm 1: x ~ N(0, sigma_0^2 I) from the unit noise x (as k-diffusion, diffusers)
+
+    def slope(x_ve: torch.Tensor, k: int) -> torch.Tensor:
+        scale = math.sqrt(1.0 + sigmas[k] ** 2)
+        t = _model_time(schedule, float(timesteps[k]), x.shape[0], x.device)
+        out = model(x_ve / scale, t).to(x.dtype)
+        return (x_ve - _x0(out, x_ve / scale, 1.0 / scale, sigmas[k] / scale, prediction, clip_x0)) / sigmas[k]
+
+    for k in range(len(timesteps)):
+        d = slope(x, k)
+        dt = sigmas[k + 1] - sigmas[k]
+        euler = x + d * dt
+        x = euler if sigmas[k + 1] == 0 else x + 0.5 * (d + slope(euler, k + 1)) * dt
+    return x
+
+
 @torch.no_grad()
 def sample(
     model: Model,
@@ -70,17 +169,27 @@ def sample(
     x_T: torch.Tensor | None = None,  # noqa: N803
     progress: bool = False,
 ) -> torch.Tensor:
-    """Draw samples [*shape] (float32) by ancestral sampling (Ho et al. Algorithm 2, ``sampler="ddpm"``)
-    or DDIM (``sampler="ddim"``, ``eta`` 0 = deterministic), over all T steps (``steps=None``) or over
-    ``steps`` of them chosen by ``spacing`` (the schedule is then respaced; the model still receives
-    the original time values). x_T ~ N(0, I) is drawn with ``generator`` unless given.
-    The caller puts the model in eval mode (and under autocast if wanted)."""
+    """Draw samples [*shape] (float32) with ``sampler`` (see the module docstring) over all T steps
+    (``steps=None``) or over ``steps`` of them chosen by ``spacing`` (the model always receives the
+    original time values). x_T ~ N(0, I) is drawn with ``generator`` unless given. ``eta``: DDIM only;
+    ``clip_x0``: clip every data prediction to [-1, 1]. The caller puts the model in eval mode (and under autocast).
+
+    Model calls: ``steps`` for ancestral, DDIM and DPM-Solver++(2M), ``2 * steps - 1`` for Heun."""
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler={sampler!r} is not one of {SAMPLERS}")
-    if steps is not None and steps != schedule.T:
-        schedule = respace(schedule, timestep_subsequence(schedule.T, steps, spacing))
     device = torch.device(device) if device is not None else (x_T.device if x_T is not None else torch.device("cpu"))
     x = x_T.to(device, torch.float32) if x_T is not None else randn(shape, generator, torch.empty(0, device=device))
+    subsequence = timestep_subsequence(schedule.T, steps or schedule.T, spacing)
+    if sampler in ("dpm++2m", "heun"):
+        net = _maybe_progress(model, progress, sampler)
+        if sampler == "heun":
+            return heun(net, x, schedule, subsequence.flip(0).tolist(), prediction=prediction, clip_x0=clip_x0).float()
+        # steps + 1 points without index 0, as diffusers' DPMSolverMultistepScheduler: a second-order step
+        # onto index 0 (lambda far beyond its neighbours) would extrapolate the data predictions 2x and more
+        grid = timestep_subsequence(schedule.T, (steps or schedule.T - 1) + 1, spacing)[1:]
+        return dpm_solver_2m(net, x, schedule, grid.flip(0).tolist(), prediction=prediction, clip_x0=clip_x0).float()
+    if steps is not None and steps != schedule.T:
+        schedule = respace(schedule, subsequence)
     indices = range(schedule.T - 1, -1, -1)
     if progress:
         from tqdm.auto import tqdm
@@ -93,3 +202,18 @@ def sample(
         else:
             x, _ = ddim_step(out, x, i, schedule, eta=eta, generator=generator, prediction=prediction, clip_x0=clip_x0)
     return x
+
+
+def _maybe_progress(model: Model, progress: bool, sampler: str) -> Model:
+    """``model``, or a wrapper that advances a progress bar at every call."""
+    if not progress:
+        return model
+    from tqdm.auto import tqdm  # optional dependency (the train extra)
+
+    bar = tqdm(desc=f"{sampler} sampling", unit="call", leave=False)
+
+    def counted(x, t):
+        bar.update()
+        return model(x, t)
+
+    return counted
