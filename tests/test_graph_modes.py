@@ -12,7 +12,7 @@ from diffusers.models.embeddings import get_timestep_embedding as diffusers_embe
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from timestep_embed import SinusoidalEmbedding, get_timestep_embedding, sinusoidal_embedding
-from timestep_embed.interop import patch_diffusers_unet
+from timestep_embed.interop import patch_diffusers_model
 
 pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")  # diffusers' own shape asserts
 
@@ -59,7 +59,7 @@ def tiny_unet() -> UNet2DModel:
 @pytest.fixture(scope="module")
 def unets():
     plain = tiny_unet()
-    patched = patch_diffusers_unet(tiny_unet())
+    patched = patch_diffusers_model(tiny_unet())
     return plain, patched
 
 
@@ -127,7 +127,7 @@ def test_patched_unet_under_compile_export_meta_and_fake_tensors(unets):
             expected = plain(X, t).sample
             assert torch.equal(compiled(X, t).sample, expected)
             assert all(torch.equal(e(X, t)[0], expected) for e in exported)
-    meta = patch_diffusers_unet(tiny_unet()).to("meta")
+    meta = patch_diffusers_model(tiny_unet()).to("meta")
     out = meta(X.to("meta"), TRACE_ON.to("meta")).sample
     assert out.shape == X.shape and out.is_meta
     with FakeTensorMode(allow_non_fake_inputs=True):  # the weights stay real, the inputs are fake

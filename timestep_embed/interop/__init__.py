@@ -5,20 +5,22 @@ works without it; calling into diffusers raises an ImportError that says
 ``pip install 'timestep-embed[diffusers]'``."""
 
 from .compare import run_comparison, write_report
-from .diffusers_unet import (
+from .patch import (
+    PATCHABLE,
     SUPPORTED_UNETS,
     convention_from_unet_config,
     embedder_from_diffusers_unet,
     export_to_diffusers,
     fourier_from_diffusers,
     mlp_from_diffusers,
-    patch_diffusers_unet,
+    patch_diffusers_model,
     require_diffusers,
     sinusoid_from_diffusers,
     to_diffusers_modules,
 )
 
 __all__ = [
+    "PATCHABLE",
     "SUPPORTED_UNETS",
     "require_diffusers",
     "convention_from_unet_config",
@@ -26,7 +28,7 @@ __all__ = [
     "fourier_from_diffusers",
     "mlp_from_diffusers",
     "embedder_from_diffusers_unet",
-    "patch_diffusers_unet",
+    "patch_diffusers_model",
     "to_diffusers_modules",
     "export_to_diffusers",
     "run_comparison",

@@ -27,7 +27,7 @@ from ..analysis.timing import interleaved_medians
 from ..conventions import PRESETS, Convention, convention_to_diffusers, layout_permutation
 from ..files import atomic_write_bytes
 from ..sinusoidal import LowPrecisionTimestepWarning, sinusoidal_embedding, sinusoidal_embedding_np
-from .diffusers_unet import require_diffusers
+from .patch import require_diffusers
 
 BASE_PRESETS = ("vaswani", "ddpm", "adm", "edm", "edm_song")
 DIMS = (7, 128, 320)

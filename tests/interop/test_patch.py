@@ -7,12 +7,13 @@ import importlib
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from timestep_embed.interop import (
     convention_from_unet_config,
     embedder_from_diffusers_unet,
     export_to_diffusers,
-    patch_diffusers_unet,
+    patch_diffusers_model,
     require_diffusers,
     to_diffusers_modules,
 )
@@ -57,7 +58,7 @@ def _outputs(unet, extra, timesteps):
 def _assert_patch_keeps_outputs(unet, extra, timesteps=TIMESTEPS):
     before = _outputs(unet, extra, timesteps)
     keys = set(unet.state_dict())
-    patch_diffusers_unet(unet)
+    patch_diffusers_model(unet)
     assert isinstance(unet.time_embedding, TimestepMLP)
     assert set(unet.state_dict()) == keys
     for a, b in zip(before, _outputs(unet, extra, timesteps), strict=True):
@@ -79,7 +80,7 @@ def test_patch_keeps_outputs_in_float64():
     x = torch.randn(2, 1, 8, 8, dtype=torch.float64)
     with torch.no_grad():
         before = unet(x, torch.tensor([3.5, 999.0])).sample
-        patch_diffusers_unet(unet)
+        patch_diffusers_model(unet)
         assert unet.time_embedding.linear_1.weight.dtype == torch.float64
         assert (unet(x, torch.tensor([3.5, 999.0])).sample - before).abs().max() <= 1e-12
 
@@ -158,21 +159,43 @@ def test_to_diffusers_modules_refuses_what_diffusers_cannot_express():
         to_diffusers_modules(TimestepEmbedder(32, time_proj=FourierEmbedding.edm(8)))
 
 
-def test_unsupported_models_are_named():
-    with pytest.raises(TypeError, match="UNet2DModel or UNet2DConditionModel, got Linear"):
-        patch_diffusers_unet(torch.nn.Linear(2, 2))
-    unet = diffusers.UNet2DModel(
-        time_embedding_type="learned",
-        num_train_timesteps=10,
-        **TINY,
-        down_block_types=("DownBlock2D", "DownBlock2D"),
-        up_block_types=("UpBlock2D", "UpBlock2D"),
-    )
-    with pytest.raises(ValueError, match="time_embedding_type='learned' is not supported"):
-        patch_diffusers_unet(unet)
-    patched = patch_diffusers_unet(unet2d())
-    with pytest.raises(TypeError, match="patched already"):
-        patch_diffusers_unet(patched)
+MODELS = ["ddpm", "unet2d_fourier", "unet2d_learned", "stable_diffusion", "sdxl", "unet1d", "dit", "pixart", "sd3",
+          "flux_dev", "flux_schnell", "wan", "hunyuan_video"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_patch_keeps_every_model_output_and_its_checkpoint(name, tiny_model, tmp_path):
+    model, inputs, timesteps = tiny_model(name)
+    kinds = [type(m).__name__ for m in model.modules()]
+    if timesteps.is_floating_point():
+        other = timesteps * 0.75
+    else:  # fractional steps too, except where the model looks t up in a table (learned embedding)
+        other = timesteps + 11 if "learned" in name else timesteps + 0.5
+    cases = [timesteps, timesteps[:1].expand(2).clone(), other]
+    before = [tiny_model.run(model, inputs, t) for t in cases]
+    patch_diffusers_model(model)
+    assert not {"Timesteps", "TimestepEmbedding", "GaussianFourierProjection"} & {
+        type(m).__name__ for m in model.modules()
+    }
+    for t, expected in zip(cases, before, strict=True):
+        assert torch.equal(tiny_model.run(model, inputs, t), expected), t
+    with torch.no_grad():  # weights of its own, so that loading them is what makes the outputs equal
+        for p in model.parameters():
+            p.add_(0.01 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    before = [tiny_model.run(model, inputs, cases[0])]
+    model.save_pretrained(tmp_path / "m")  # the same keys: an unpatched model loads the file strictly
+    plain = tiny_model(name)[0]
+    plain.load_state_dict(load_file(tmp_path / "m" / "diffusion_pytorch_model.safetensors"), strict=True)
+    assert {type(m).__name__ for m in plain.modules()} >= {"TimestepEmbedding"} and "TimestepEmbedding" in kinds
+    assert torch.equal(tiny_model.run(plain, inputs, cases[0]), before[0])
+
+
+def test_unsupported_models_are_named(tiny_model):
+    with pytest.raises(TypeError, match="Linear is not one of UNet1DModel, UNet2DModel, .*FluxTransformer2DModel"):
+        patch_diffusers_model(torch.nn.Linear(2, 2))
+    patched = patch_diffusers_model(tiny_model("ddpm")[0])
+    with pytest.raises(ValueError, match="patched already"):
+        patch_diffusers_model(patched)
 
 
 def test_missing_diffusers_gives_install_hint(monkeypatch):

@@ -1,9 +1,11 @@
-"""Swap our time modules into diffusers' UNets and back, keeping the weights and the numbers.
+"""Swap our time modules into diffusers' models and back, keeping the weights and the numbers.
 
-diffusers' UNets compute ``emb = self.time_embedding(self.time_proj(t), timestep_cond)``. We
-replace ``time_proj`` (``Timesteps`` / ``GaussianFourierProjection``) by
-:class:`SinusoidalEmbedding` / :class:`FourierEmbedding` and ``time_embedding``
-(``TimestepEmbedding``) by :class:`TimestepMLP`; the keys of the state dict do not change.
+Every diffusers time path is built from three modules: ``Timesteps`` (the sinusoid),
+``GaussianFourierProjection`` (Fourier features) and ``TimestepEmbedding`` (the MLP), wherever a
+model keeps them (``unet.time_proj``, ``transformer.time_text_embed.timestep_embedder``,
+``norm1.emb`` of DiT's blocks, Flux's guidance embedder ...). :func:`patch_diffusers_model` replaces
+each by :class:`SinusoidalEmbedding`, :class:`FourierEmbedding` and :class:`TimestepMLP` with the
+module's own flags and weights, so outputs stay the same and the state dict keeps its keys.
 diffusers is imported lazily, inside the functions.
 """
 
@@ -18,6 +20,7 @@ from ..nn import FourierEmbedding, SinusoidalEmbedding, TimestepEmbedder, Timest
 from ..nn.checkpoints import load_state_dict_checked
 
 __all__ = [
+    "PATCHABLE",
     "SUPPORTED_UNETS",
     "require_diffusers",
     "convention_from_unet_config",
@@ -25,12 +28,24 @@ __all__ = [
     "fourier_from_diffusers",
     "mlp_from_diffusers",
     "embedder_from_diffusers_unet",
-    "patch_diffusers_unet",
+    "patch_diffusers_model",
     "to_diffusers_modules",
     "export_to_diffusers",
 ]
 
-SUPPORTED_UNETS = ("UNet2DModel", "UNet2DConditionModel")
+SUPPORTED_UNETS = ("UNet2DModel", "UNet2DConditionModel")  # the UNets whose time path can be exported to
+# The model classes patch_diffusers_model is tested on (a tiny random config of each).
+PATCHABLE = (
+    "UNet1DModel",
+    "UNet2DModel",
+    "UNet2DConditionModel",
+    "DiTTransformer2DModel",
+    "PixArtTransformer2DModel",
+    "SD3Transformer2DModel",
+    "FluxTransformer2DModel",
+    "WanTransformer3DModel",
+    "HunyuanVideoTransformer3DModel",
+)
 _ACT_NAMES = {nn.SiLU: "silu", nn.Mish: "mish", nn.GELU: "gelu", nn.ReLU: "relu"}
 
 
@@ -62,7 +77,8 @@ def convention_from_unet_config(config) -> Convention:
 
 
 def sinusoid_from_diffusers(module, num_timesteps: int | None = None) -> SinusoidalEmbedding:
-    """Our :class:`SinusoidalEmbedding` for a diffusers ``Timesteps`` module (same numbers)."""
+    """Our :class:`SinusoidalEmbedding` for a diffusers ``Timesteps`` module (the same numbers; with
+    ``num_timesteps``, an integer-step cache of that size)."""
     conv = convention_from_diffusers(module.flip_sin_to_cos, module.downscale_freq_shift, module.scale)
     return SinusoidalEmbedding(module.num_channels, conv, num_timesteps=num_timesteps)
 
@@ -99,74 +115,60 @@ def mlp_from_diffusers(module) -> TimestepMLP:
     return ours.to(device=l1.weight.device, dtype=l1.weight.dtype)
 
 
-def _time_modules(unet, num_timesteps: int | None):
-    """(time_proj, time_embedding) of ours for a supported diffusers UNet, from its config."""
-    kind = _check_unet(unet)
-    diffusers = require_diffusers()
-    config, proj = unet.config, unet.time_proj
-    embedding_type = config.get("time_embedding_type", "positional")
-    if embedding_type == "positional":
-        if not isinstance(proj, diffusers.models.embeddings.Timesteps):
-            raise TypeError(
-                f"unet.time_proj is {type(proj).__name__}, expected diffusers Timesteps "
-                "(was this UNet patched already?)"
-            )
-        conv = convention_from_unet_config(config)
-        module_conv = convention_from_diffusers(proj.flip_sin_to_cos, proj.downscale_freq_shift, proj.scale)
-        if conv != module_conv:
-            raise ValueError(
-                f"unet.config (flip_sin_to_cos, freq_shift) gives {conv} but unet.time_proj "
-                f"computes {module_conv}; refusing to guess which one the weights expect"
-            )
-        T = num_timesteps or config.get("num_train_timesteps") or 1000
-        new_proj: nn.Module = SinusoidalEmbedding(proj.num_channels, conv, num_timesteps=T)
-    elif embedding_type == "fourier":
-        # UNet2DModel builds GaussianFourierProjection(scale=16) with its defaults: log=True, sin first
-        # (config.flip_sin_to_cos is not passed on); UNet2DConditionModel: log=False and the config's flip.
-        log, flip = (True, False) if kind == "UNet2DModel" else (False, bool(config.get("flip_sin_to_cos", True)))
-        if (proj.log, proj.flip_sin_to_cos) != (log, flip):
-            raise ValueError(
-                f"unet.time_proj has log={proj.log}, flip_sin_to_cos={proj.flip_sin_to_cos}; a "
-                f"{kind} built from this config has log={log}, flip_sin_to_cos={flip}"
-            )
-        new_proj = fourier_from_diffusers(proj)
-    else:
-        raise ValueError(
-            f"unet.config.time_embedding_type={embedding_type!r} is not supported; supported: 'positional', 'fourier'"
-        )
-    return new_proj.to(unet.device), mlp_from_diffusers(unet.time_embedding)
+def patch_diffusers_model(model, num_timesteps: int | None = None):
+    """Replace every diffusers time-path module inside ``model`` by ours, in place; returns ``model``.
 
-
-def patch_diffusers_unet(unet, num_timesteps: int | None = None):
-    """Replace ``unet.time_proj`` and ``unet.time_embedding`` by ours, in place; returns ``unet``.
-
-    The convention comes from ``unet.config`` (``flip_sin_to_cos``, ``freq_shift``,
-    ``time_embedding_type``); the MLP weights and Fourier frequencies are copied, so the UNet's
-    outputs stay the same for integer and fractional, batched and scalar timesteps. SDXL-style
-    ``add_time_proj``/``add_embedding`` are swapped too. State-dict keys are unchanged
-    (``save_pretrained`` still writes a diffusers checkpoint).
+    ``Timesteps`` -> :class:`SinusoidalEmbedding` (its flags), ``GaussianFourierProjection`` ->
+    :class:`FourierEmbedding` (its weight), ``TimestepEmbedding`` -> :class:`TimestepMLP` (its weights,
+    loaded strictly). The outputs stay the same for integer, fractional, batched and scalar timesteps
+    (and per-token ones where the model takes them); the state-dict keys do not change, so
+    ``save_pretrained`` still writes a checkpoint that an unpatched model loads.
 
     Args:
-        unet: a diffusers ``UNet2DModel`` or ``UNet2DConditionModel``.
-        num_timesteps: size of the integer lookup table (default: ``config.num_train_timesteps``
-            or 1000); it only speeds up integer steps, values are identical.
+        model: one of :data:`PATCHABLE` (other classes are refused by name).
+        num_timesteps: the size of the sinusoids' integer-step cache (UNets: default
+            ``config.num_train_timesteps``; transformers, fed float timesteps: no cache).
     """
-    unet.time_proj, unet.time_embedding = _time_modules(unet, num_timesteps)
-    timesteps_cls = require_diffusers().models.embeddings.Timesteps
-    if isinstance(getattr(unet, "add_time_proj", None), timesteps_cls):
-        # SDXL-style addition_embed_type="text_time": the micro-conditioning ids go through a
-        # second Timesteps (same flags) and TimestepEmbedding; swap those as well.
-        unet.add_time_proj = sinusoid_from_diffusers(unet.add_time_proj).to(unet.device)
-        unet.add_embedding = mlp_from_diffusers(unet.add_embedding)
-    return unet
+    diffusers = require_diffusers()
+    kind = next((name for name in PATCHABLE if isinstance(model, getattr(diffusers, name))), None)
+    if kind is None:
+        raise TypeError(f"patch_diffusers_model: {type(model).__name__} is not one of {', '.join(PATCHABLE)}")
+    emb = diffusers.models.embeddings
+    if num_timesteps is None and kind.startswith("UNet"):
+        num_timesteps = model.config.get("num_train_timesteps") or 1000
+    replaced = 0
+    for name, module in list(model.named_modules()):
+        if isinstance(module, emb.Timesteps):
+            new: nn.Module = sinusoid_from_diffusers(module, num_timesteps)
+        elif isinstance(module, emb.GaussianFourierProjection):
+            new = fourier_from_diffusers(module)
+        elif isinstance(module, emb.TimestepEmbedding):
+            new = mlp_from_diffusers(module)
+        else:
+            continue
+        parent, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, child, new.to(model.device))
+        replaced += 1
+    if not replaced:
+        raise ValueError(f"patch_diffusers_model: this {kind} holds no diffusers time-path module (patched already?)")
+    return model
 
 
 def embedder_from_diffusers_unet(unet, num_timesteps: int | None = None) -> TimestepEmbedder:
     """A standalone :class:`TimestepEmbedder` carrying a diffusers UNet's time path and weights."""
-    proj, mlp = _time_modules(unet, num_timesteps)
-    emb_dim = mlp.linear_2.out_features
-    embedder = TimestepEmbedder(emb_dim, mlp.linear_1.in_features)
-    embedder.time_proj, embedder.time_embedding = proj, mlp
+    kind = _check_unet(unet)
+    emb = require_diffusers().models.embeddings
+    proj = unet.time_proj
+    if isinstance(proj, emb.Timesteps):
+        T = num_timesteps or unet.config.get("num_train_timesteps") or 1000
+        new_proj: nn.Module = sinusoid_from_diffusers(proj, T)
+    elif isinstance(proj, emb.GaussianFourierProjection):
+        new_proj = fourier_from_diffusers(proj)
+    else:
+        raise TypeError(f"{kind}.time_proj is a {type(proj).__name__}; a sinusoid or Fourier features are needed")
+    mlp = mlp_from_diffusers(unet.time_embedding)
+    embedder = TimestepEmbedder(mlp.linear_2.out_features, mlp.linear_1.in_features, time_proj=new_proj.to(unet.device))
+    embedder.time_embedding = mlp  # the UNet's own MLP: its activations and weights
     return embedder
 
 
