@@ -15,9 +15,9 @@ import torch
 
 from ..conventions import Convention, layout_permutation, resolve_convention
 from ..sinusoidal import sinusoidal_embedding
-from .detect import detect_convention
+from .detect import MIN_TIMESTEPS, Detection, detect_convention
 
-__all__ = ["DiffReport", "diff_report"]
+__all__ = ["DiffReport", "diff_report", "embedding_causes"]
 
 _FIELD_CAUSES = {
     "layout": "concatenated vs interleaved sin/cos columns",
@@ -123,15 +123,31 @@ def _causes(fa, fb, a, b, t, dim, tol) -> list[str]:
             causes.append(f"A rounds the timesteps to {name} before the embedding (B does not)")
     if causes:
         return causes
-    da, db = detect_convention(a, t.double().numpy()), detect_convention(b, t.double().numpy())
-    if da.matched and db.matched:
-        for name, text in _FIELD_CAUSES.items():
-            va, vb = getattr(da.convention, name), getattr(db.convention, name)
-            if va != vb:
-                causes.append(f"{text}: A has {name}={va!r}, B has {name}={vb!r}")
-        if da.rounding != db.rounding:
-            causes.append(f"timesteps rounded before the embedding: A {da.rounding}, B {db.rounding}")
-        return causes
+    return embedding_causes(a, b, t, tol)
+
+
+def embedding_causes(a: np.ndarray, b: np.ndarray, timesteps, tol: float = 1e-4) -> list[str]:
+    """Likely causes of the difference between two embedding matrices ``[N, dim]`` of the same ``timesteps``.
+
+    Detects each matrix's convention (``timesteps`` needs 4 distinct values for that) and names the
+    fields that differ; else looks for a pure column permutation (any number of timesteps).
+    """
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    t = np.asarray(timesteps, np.float64).reshape(-1)
+    dim = a.shape[-1]
+    causes: list[str] = []
+    da: Detection | None = None
+    db: Detection | None = None
+    if len(np.unique(t)) >= MIN_TIMESTEPS:
+        da, db = detect_convention(a, t), detect_convention(b, t)
+        if da.matched and db.matched:
+            for name, text in _FIELD_CAUSES.items():
+                va, vb = getattr(da.convention, name), getattr(db.convention, name)
+                if va != vb:
+                    causes.append(f"{text}: A has {name}={va!r}, B has {name}={vb!r}")
+            if da.rounding != db.rounding:
+                causes.append(f"timesteps rounded before the embedding: A {da.rounding}, B {db.rounding}")
+            return causes
     orders = [Convention(layout, first) for layout in ("concat", "interleaved") for first in ("sin", "cos")]
     for src in orders:  # a pure column permutation, whatever the frequency grid
         for dst in orders:
@@ -140,7 +156,7 @@ def _causes(fa, fb, a, b, t, dim, tol) -> list[str]:
                     f"the same values in another column order: A is {src.layout}/{src.first} first, "
                     f"B is {dst.layout}/{dst.first} first"
                 ]
-    not_a = "" if da.matched else "A"
-    not_b = "" if db.matched else "B"
-    which = " and ".join(x for x in (not_a, not_b) if x)
+    if da is None or db is None:
+        return [f"not a column permutation; {MIN_TIMESTEPS} distinct timesteps are needed to name the conventions"]
+    which = " and ".join(x for x, d in (("A", da), ("B", db)) if not d.matched)
     return [f"{which} matches no known sinusoidal convention ({(da if not da.matched else db).notes[0]})"]

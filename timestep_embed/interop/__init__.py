@@ -1,10 +1,13 @@
-"""The bridge to diffusers: patching its UNets, moving weights both ways, the comparison report.
+"""The bridge to real codebases: timestep contracts of model families, patching diffusers models,
+moving weights both ways, the comparison report.
 
 The only place that imports diffusers, lazily (inside functions): ``import timestep_embed.interop``
 works without it; calling into diffusers raises an ImportError that says
 ``pip install 'timestep-embed[diffusers]'``."""
 
 from .compare import run_comparison, write_report
+from .contract import TimestepContract
+from .contracts import CONTRACTS, contract_for, edm_vp_c_noise, get_contract
 from .patch import (
     PATCHABLE,
     SUPPORTED_UNETS,
@@ -18,8 +21,15 @@ from .patch import (
     sinusoid_from_diffusers,
     to_diffusers_modules,
 )
+from .trace import STAGE_KINDS, Stage, TimePathTrace, trace_stages, trace_time_path
+from .verify import PortVerdict, verify_port
 
 __all__ = [
+    "TimestepContract",
+    "CONTRACTS",
+    "get_contract",
+    "contract_for",
+    "edm_vp_c_noise",
     "PATCHABLE",
     "SUPPORTED_UNETS",
     "require_diffusers",
@@ -31,6 +41,13 @@ __all__ = [
     "patch_diffusers_model",
     "to_diffusers_modules",
     "export_to_diffusers",
+    "STAGE_KINDS",
+    "Stage",
+    "TimePathTrace",
+    "trace_time_path",
+    "trace_stages",
+    "PortVerdict",
+    "verify_port",
     "run_comparison",
     "write_report",
 ]

@@ -1,0 +1,119 @@
+"""Each contract that diffusers implements, against a tiny random-weight model of that diffusers class.
+
+The raw values come from the family's real scheduler; the contract maps them to the model's
+``timestep`` and to the sinusoid's input. Forward hooks read what the model's own time path computes:
+the first call of its ``Timesteps`` (input and output) and of its ``TimestepEmbedding`` (output).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from timestep_embed import sinusoidal_embedding
+from timestep_embed.interop import CONTRACTS, contract_for, get_contract, mlp_from_diffusers
+
+from .conftest import build, run
+
+diffusers = pytest.importorskip("diffusers")
+
+# contract -> (tiny model in conftest, the scheduler its pipeline uses)
+IN_DIFFUSERS = {
+    "ddpm": ("ddpm", lambda: diffusers.DDPMScheduler()),
+    "stable_diffusion": ("stable_diffusion", lambda: diffusers.DDIMScheduler(steps_offset=1)),
+    "sdxl": ("sdxl", lambda: diffusers.EulerDiscreteScheduler(timestep_spacing="leading", steps_offset=1)),
+    "dit_diffusers": ("dit", lambda: diffusers.DDIMScheduler()),
+    "pixart": ("pixart", lambda: diffusers.DPMSolverMultistepScheduler()),
+    "sd3": ("sd3", lambda: diffusers.FlowMatchEulerDiscreteScheduler(shift=3.0)),
+    "flux_dev": ("flux_dev", lambda: diffusers.FlowMatchEulerDiscreteScheduler(shift=3.0)),
+    "flux_schnell": ("flux_schnell", lambda: diffusers.FlowMatchEulerDiscreteScheduler()),
+    "wan21": ("wan", lambda: diffusers.FlowMatchEulerDiscreteScheduler(shift=5.0)),
+    "hunyuan_video": ("hunyuan_video", lambda: diffusers.FlowMatchEulerDiscreteScheduler(shift=7.0)),
+}
+
+
+def scheduler_values(make) -> torch.Tensor:
+    """Two raw values of a 28-step run: the first and one two thirds in (batch of 2)."""
+    scheduler = make()
+    scheduler.set_timesteps(28)
+    return scheduler.timesteps[[0, 18]]
+
+
+def first_calls(model, inputs, timestep):
+    """(input of the first Timesteps call, its output, its TimestepEmbedding, that MLP's input, output)."""
+    emb = diffusers.models.embeddings
+    seen = {}
+
+    def sinusoid_hook(module, args, out):
+        seen.setdefault("sinusoid", (args[0].detach().clone(), out.detach().clone()))
+
+    def mlp_hook(module, args, out):
+        seen.setdefault("mlp", (module, args[0].detach().clone(), out.detach().clone()))
+
+    handles = [
+        m.register_forward_hook(sinusoid_hook if isinstance(m, emb.Timesteps) else mlp_hook)
+        for m in model.modules()
+        if isinstance(m, (emb.Timesteps, emb.TimestepEmbedding))
+    ]
+    try:
+        run(model, inputs, timestep)
+    finally:
+        for h in handles:
+            h.remove()
+    return (*seen["sinusoid"], *seen["mlp"])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("name", list(IN_DIFFUSERS))
+def test_contract_reproduces_the_model_time_path(name, dtype):
+    contract = get_contract(name)
+    tiny, make_scheduler = IN_DIFFUSERS[name]
+    model, inputs, _ = build(tiny)
+    model = model.to(dtype)
+    inputs = {k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in inputs.items()}
+    raw = scheduler_values(make_scheduler)
+    low, high = contract.raw_range
+    assert low <= float(raw.min()) and float(raw.max()) <= high, "the scheduler leaves the contract's raw range"
+
+    seen_in, seen_out, mlp, mlp_in, mlp_out = first_calls(model, inputs, contract.to_model(raw))
+
+    expected_in = contract.sinusoid_input(raw, dtype)
+    assert seen_in.dtype == expected_in.dtype and torch.equal(seen_in, expected_in)
+    ours = sinusoidal_embedding(seen_in, seen_out.shape[-1], contract.convention)
+    assert torch.equal(seen_out, ours)
+    with torch.no_grad():
+        assert torch.equal(mlp_out, mlp_from_diffusers(mlp)(ours.to(mlp_in.dtype)))
+
+
+def test_flux_in_bfloat16_rounds_what_reaches_the_sinusoid():
+    """Scheduler value 990 (sigma 0.99) reaches a bfloat16 Flux's sinusoid as 988: rounded twice, once as
+    sigma and once after the * 1000 (rounding 990 itself to bfloat16 gives 992)."""
+    flux = get_contract("flux_dev")
+    raw = torch.tensor([990.0, 750.0])
+    assert flux.sinusoid_input(raw, torch.bfloat16).tolist() == [988.0, 752.0]
+    assert flux.sinusoid_input(raw, torch.float32).tolist() == pytest.approx([990.0, 750.0])
+
+
+def test_the_dit_port_differs_from_the_original_as_the_contract_says():
+    """diffusers' DiT sinusoid (shift 1) against facebookresearch/DiT's (shift 0): 1.98 apart on 0..999."""
+    t = torch.arange(1000)
+    port = sinusoidal_embedding(t, 256, get_contract("dit_diffusers").convention)
+    original = sinusoidal_embedding(t, 256, get_contract("dit").convention)
+    assert (port - original).abs().max().item() == pytest.approx(1.98, abs=0.01)
+    assert "1.98" in get_contract("dit_diffusers").notes
+
+
+@pytest.mark.parametrize("name", list(IN_DIFFUSERS))
+def test_contract_for_finds_the_contract_of_each_tiny_model(name):
+    model, _, _ = build(IN_DIFFUSERS[name][0])
+    assert contract_for(model) is CONTRACTS[name]
+
+
+def test_every_contract_is_complete():
+    for contract in CONTRACTS.values():
+        assert contract.sources and all(": " in s for s in contract.sources), contract.name
+        low, high = contract.value_range()
+        assert low <= high and torch.isfinite(torch.tensor([low, high])).all()
+        assert contract.name in contract.describe()
+    with pytest.raises(ValueError, match="no timestep contract 'sd4'; known: ddpm"):
+        get_contract("sd4")

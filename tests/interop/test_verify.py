@@ -1,0 +1,153 @@
+"""verify_port names each planted bug: the stage where the two time paths part and the cause.
+
+Each test plants one bug class of the ports in the wild into a copy (or a wrapper) of a tiny model
+and checks that the verdict's first differing stage and its cause say so.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from timestep_embed import Convention, TimestepEmbedder
+from timestep_embed.interop import get_contract, mlp_from_diffusers, verify_port
+
+from .conftest import build
+
+diffusers = pytest.importorskip("diffusers")
+T8 = torch.tensor([0, 3, 100, 250, 500, 750, 917, 999])
+SIGMA = torch.tensor([1.0, 0.602151])  # a shifted flow-matching schedule's sigmas, batch of 2
+
+
+class TimestepFix(nn.Module):
+    """A port that changes the timestep before the model sees it (the bug)."""
+
+    def __init__(self, model, fix):
+        super().__init__()
+        self.model, self.fix = model, fix
+
+    def forward(self, timestep, **inputs):
+        return self.model(timestep=self.fix(timestep), **inputs)
+
+
+class DiffusersTimePath(nn.Module):
+    """A diffusers time path alone: Timesteps then TimestepEmbedding."""
+
+    def __init__(self, dim=32, emb=64, **flags):
+        super().__init__()
+        torch.manual_seed(0)
+        self.time_proj = diffusers.models.embeddings.Timesteps(dim, **flags)
+        self.time_embedding = diffusers.models.embeddings.TimestepEmbedding(dim, emb)
+
+    def forward(self, t):
+        return self.time_embedding(self.time_proj(t))
+
+
+def ours_like(reference: DiffusersTimePath, convention) -> TimestepEmbedder:
+    ours = TimestepEmbedder(64, 32, convention)
+    ours.time_embedding = mlp_from_diffusers(reference.time_embedding)
+    return ours
+
+
+def test_identical_ports_agree():
+    model, inputs, _ = build("flux_dev")
+    verdict = verify_port(model, copy.deepcopy(model), SIGMA, inputs=inputs)
+    assert verdict.agree and "agree on every stage" in verdict.summary()
+    kinds = {d.kind for d in verdict.stages}
+    assert kinds == {"timestep", "sinusoid input", "sinusoid", "time embedding", "modulation", "output"}
+
+
+def test_input_scaled_by_1000():
+    model, inputs, _ = build("flux_dev")
+    verdict = verify_port(model, TimestepFix(model, lambda t: t * 1000), SIGMA, inputs=inputs)
+    assert (verdict.parted.kind, verdict.parted.label) == ("sinusoid input", "timestep")
+    assert verdict.causes[0].startswith("input scaling: candidate = 1000 x reference")
+
+
+def test_dtype_rounding():
+    model, inputs, _ = build("sd3")
+    verdict = verify_port(model, TimestepFix(model, lambda t: t.to(torch.bfloat16)), SIGMA * 1000, inputs=inputs)
+    assert verdict.parted.kind == "sinusoid input"
+    assert verdict.causes[0].startswith("dtype rounding: candidate = reference rounded to bfloat16")
+
+
+def test_one_minus_t():
+    model, inputs, _ = build("flux_dev")
+    verdict = verify_port(model, TimestepFix(model, lambda t: 1 - t), SIGMA, inputs=inputs)
+    assert verdict.parted.kind == "sinusoid input"
+    assert verdict.causes[0].startswith("reversed time: candidate = 1000 - reference")  # Flux multiplies by 1000
+
+
+def test_guidance_scaled_by_1000_in_one_port():
+    model, inputs, _ = build("flux_dev")
+    scaled = {**inputs, "guidance": inputs["guidance"] * 1000}
+    verdict = verify_port(model, model, SIGMA, inputs=inputs, candidate_inputs=scaled)
+    assert (verdict.parted.kind, verdict.parted.label) == ("sinusoid input", "guidance")
+    assert verdict.causes[0].startswith("guidance scaling: candidate = 1000 x reference")
+
+
+def test_swapped_sin_cos_halves():
+    reference = DiffusersTimePath(flip_sin_to_cos=True, downscale_freq_shift=0)
+    verdict = verify_port(reference, ours_like(reference, Convention("concat", "sin", 0.0)), T8)
+    assert verdict.parted.kind == "sinusoid"
+    assert "sin and cos halves swapped" in verdict.causes[0]
+    assert "A has first='cos', B has first='sin'" in verdict.causes[0]
+    assert verdict.stages[-1].relative > 0.1  # the MLP output is far off too
+
+
+def test_half_vs_half_minus_one_the_dit_port():
+    """diffusers' DiT port (shift 1) against facebookresearch/DiT (shift 0) with the same MLP weights."""
+    port = DiffusersTimePath(256, 64, flip_sin_to_cos=True, downscale_freq_shift=1)
+    verdict = verify_port(port, ours_like_dit(port), torch.arange(1000))
+    assert verdict.parted.kind == "sinusoid" and verdict.parted.max_abs == pytest.approx(1.98, abs=0.01)
+    assert "half vs half - 1" in verdict.causes[0] and "A has freq_shift=1.0, B has freq_shift=0.0" in verdict.causes[0]
+
+
+def ours_like_dit(reference: DiffusersTimePath) -> TimestepEmbedder:
+    ours = TimestepEmbedder(64, 256, get_contract("dit").convention)
+    ours.time_embedding = mlp_from_diffusers(reference.time_embedding)
+    return ours
+
+
+def test_interleaved_layout():
+    reference = DiffusersTimePath(flip_sin_to_cos=False, downscale_freq_shift=1)
+    verdict = verify_port(reference, ours_like(reference, Convention("interleaved", "sin", 1.0)), T8)
+    assert verdict.parted.kind == "sinusoid" and "concatenated vs interleaved" in verdict.causes[0]
+
+
+def test_mlp_weights_ported_for_the_other_half_order():
+    model, inputs, _ = build("sd3")
+    candidate = copy.deepcopy(model)
+    w = candidate.time_text_embed.timestep_embedder.linear_1.weight
+    w.data = w.data.roll(w.shape[1] // 2, dims=1)
+    verdict = verify_port(model, candidate, SIGMA * 1000, inputs=inputs)
+    assert (verdict.parted.kind, verdict.parted.module) == ("time embedding", "time_text_embed.timestep_embedder")
+    assert "linear_1.weight: the reference's input columns with the two halves swapped" in verdict.causes[0]
+
+
+def test_modulation_chunks_in_another_order():
+    model, inputs, _ = build("sd3")
+    candidate = copy.deepcopy(model)
+    linear = candidate.transformer_blocks[0].norm1.linear  # AdaLayerNormZero: 6 chunks, shift first
+    for p in (linear.weight, linear.bias):
+        chunks = list(p.data.chunk(6))
+        chunks[0], chunks[1] = chunks[1], chunks[0]  # shift and scale swapped
+        p.data = torch.cat(chunks)
+    verdict = verify_port(model, candidate, SIGMA * 1000, inputs=inputs)
+    assert (verdict.parted.kind, verdict.parted.module) == ("modulation", "transformer_blocks.0.norm1.linear")
+    assert verdict.causes[0].startswith("modulation order: the same 6 chunks in another order")
+    assert "[1, 0, 2, 3, 4, 5]" in verdict.causes[0]
+
+
+def test_callables_per_stage_and_shape_mismatch():
+    reference = DiffusersTimePath(flip_sin_to_cos=True, downscale_freq_shift=0)
+    stages = {"sinusoid": reference.time_proj, "time embedding": reference.time_embedding}
+    assert verify_port(reference, stages, T8).agree
+    narrow = {"sinusoid": diffusers.models.embeddings.Timesteps(16, True, 0)}
+    verdict = verify_port(reference, narrow, T8)
+    assert verdict.parted.kind == "sinusoid" and verdict.causes[0].startswith("different shapes")
+    with pytest.raises(TypeError, match="a port is a TimePathTrace, an nn.Module or a dict"):
+        verify_port(reference, "diffusers", T8)
