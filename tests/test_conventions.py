@@ -57,6 +57,14 @@ def edm_positional(x, num_channels, endpoint=False, max_positions=10000):
     return np.concatenate([np.cos(x), np.sin(x)], axis=1)
 
 
+def mae_1d(pos, d):
+    """MAE util/pos_embed.py get_1d_sincos_pos_embed_from_grid: omega = 1 / 10000 ** (arange(D/2) / (D/2)),
+    outer product, concat [sin, cos]."""
+    omega = 1.0 / 10000 ** (np.arange(d // 2, dtype=np.float64) / (d / 2.0))
+    out = np.einsum("m,d->md", pos, omega)
+    return np.concatenate([np.sin(out), np.cos(out)], axis=1)
+
+
 def edm_song_positional(x, c):
     """SongUNet (embedding_type="positional"): PositionalEmbedding(endpoint=True), then the two
     halves swapped (reshape(B, 2, -1).flip(1))."""
@@ -85,6 +93,21 @@ def test_edm_presets_are_edm_networks(dim):
     x = 0.25 * np.log(np.array([0.002, 0.5, 1.0, 80.0]))  # EDM feeds c_noise = ln(sigma) / 4
     assert np.abs(sinusoidal_embedding_np(x, dim, "edm") - edm_positional(x, dim)).max() < 1e-12
     assert np.abs(sinusoidal_embedding_np(x, dim, "edm_song") - edm_song_positional(x, dim)).max() < 1e-12
+
+
+@pytest.mark.parametrize("dim", [8, 64, 1152])
+def test_mae_preset_is_mae_pos_embed(dim):
+    pos = np.array([0.0, 1.0, 5.0, 15.0, 31.0])
+    assert np.abs(sinusoidal_embedding_np(pos, dim, "mae") - mae_1d(pos, dim)).max() < 1e-12
+
+
+def test_gain_multiplies_the_output_and_diffusers_has_none():
+    ours = sinusoidal_embedding_np(T, 16, "mae", gain=0.25)
+    assert np.abs(ours - 0.25 * mae_1d(T, 16)).max() < 1e-12
+    with pytest.raises(ValueError, match="no output gain"):
+        convention_to_diffusers(Convention("concat", "sin", 0.0, gain=0.5))
+    with pytest.raises(TypeError, match="gain must be a real number"):
+        Convention(gain="1")
 
 
 def test_diffusers_flags_round_trip():

@@ -1,6 +1,7 @@
 """timestep_embed: sinusoidal timestep embeddings for diffusion models.
 
-The public API: the sinusoidal core, the modules over it and the convention detector. The rooms
+The public API: the sinusoidal core (timesteps and patch grids), the modules over it and the
+convention detector. The rooms
 above them are imported by name: ``timestep_embed.analysis``, ``timestep_embed.interop`` (diffusers),
 ``timestep_embed.ddpm`` (the MNIST DDPM).
 """
@@ -16,6 +17,7 @@ from .conventions import (
     layout_permutation,
 )
 from .files import package_version
+from .grid import grid_embedding, grid_positions, patch_grid_embedding, video_grid_embedding
 from .nn import TIME_INPUTS, FourierEmbedding, SinusoidalEmbedding, TimestepEmbedder, TimestepMLP, time_input
 from .sinusoidal import (
     LowPrecisionTimestepWarning,
@@ -47,8 +49,12 @@ __all__ = [
     "frequencies_np",
     "get_convention",
     "get_timestep_embedding",
+    "grid_embedding",
+    "grid_positions",
     "layout_permutation",
+    "patch_grid_embedding",
     "sinusoidal_embedding",
     "sinusoidal_embedding_np",
     "time_input",
+    "video_grid_embedding",
 ]

@@ -2,9 +2,9 @@
 
 A :class:`Convention` fixes everything about the sinusoid but its width: how the sin/cos columns
 are arranged (``layout``, ``first``), the frequency grid (``freq_shift``, ``max_period``) and the
-argument's multiplier ``scale``. With ``h = dim // 2`` and ``k = 0 .. h-1``:
-``w_k = max_period ** (-k / (h - freq_shift))`` and the columns hold ``sin(scale * t * w_k)`` and
-``cos(scale * t * w_k)``.
+argument's multiplier ``scale`` and an output ``gain``. With ``h = dim // 2`` and ``k = 0 .. h-1``:
+``w_k = max_period ** (-k / (h - freq_shift))`` and the columns hold ``gain * sin(scale * t * w_k)``
+and ``gain * cos(scale * t * w_k)``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ __all__ = [
 ]
 
 LAYOUTS = ("concat", "interleaved")
+_GRID_FIELDS = ("freq_shift", "max_period", "scale", "gain")  # everything but the column order
 FIRSTS = ("sin", "cos")
 
 
@@ -40,6 +41,8 @@ class Convention:
             [0, 1) (ADM, Vaswani), 1 over [0, 1] (DDPM, TF's ``half_dim - 1``).
         max_period: the longest period of the grid (10000 in every codebase we know).
         scale: multiplies the argument: ``sin(scale * t * w_k)``.
+        gain: multiplies the output: ``gain * sin(...)`` (x-transformers' ScaledSinusoidalEmbedding
+            starts at ``dim ** -0.5``); 1 everywhere else.
     """
 
     layout: str = "concat"
@@ -47,13 +50,14 @@ class Convention:
     freq_shift: float = 0.0
     max_period: float = 10000.0
     scale: float = 1.0
+    gain: float = 1.0
 
     def __post_init__(self):
         if self.layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
         if self.first not in FIRSTS:
             raise ValueError(f"first must be one of {FIRSTS}, got {self.first!r}")
-        for name in ("freq_shift", "max_period", "scale"):
+        for name in ("freq_shift", "max_period", "scale", "gain"):
             value = getattr(self, name)
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
                 raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
@@ -63,8 +67,8 @@ class Convention:
             raise ValueError(f"max_period must be > 0 (the longest period of the grid), got {self.max_period!r}")
 
     def same_grid(self, other: Convention) -> bool:
-        """True when both hold the same sin/cos values (possibly in another column order)."""
-        return (self.freq_shift, self.max_period, self.scale) == (other.freq_shift, other.max_period, other.scale)
+        """True when both hold the same values (possibly in another column order)."""
+        return all(getattr(self, name) == getattr(other, name) for name in _GRID_FIELDS)
 
     def column_of(self, function: str, k: int, dim: int) -> int:
         """Column of ``function`` ("sin"/"cos") of frequency k in an embedding of width ``dim``."""
@@ -95,6 +99,11 @@ PRESETS: dict[str, Convention] = {
     # EDM SongUNet with embedding_type="positional": PositionalEmbedding(endpoint=True), whose
     # [cos, sin] halves SongUNet then swaps (reshape(2, -1).flip): sin first, shift 1.
     "edm_song": Convention("concat", "sin", 1.0),
+    # MAE (He et al. 2022) util/pos_embed.py `get_1d_sincos_pos_embed_from_grid`: omega =
+    # 1 / 10000 ** (arange(D/2) / (D/2)), concat [sin, cos]: the patch-grid position embedding of DiT,
+    # PixArt and SD3 (diffusers `get_1d_sincos_pos_embed_from_grid`), timm's `build_sincos2d_pos_embed`
+    # (per axis) and x-transformers' `ScaledSinusoidalEmbedding` (times a learned gain).
+    "mae": Convention("concat", "sin", 0.0),
 }
 # Aliases: codebase names for the conventions above.
 PRESETS.update(ldm=PRESETS["adm"], dit=PRESETS["adm"], diffusers_unet=PRESETS["adm"], diffusers=PRESETS["ddpm"])
@@ -136,6 +145,8 @@ def convention_to_diffusers(convention: str | Convention) -> dict:
             f"diffusers only has the concatenated layout; {conv} is {conv.layout!r}. "
             "Use layout_permutation() to map its columns onto a concat convention."
         )
+    if conv.gain != 1:
+        raise ValueError(f"diffusers' sinusoid has no output gain; {conv} has gain={conv.gain}")
     return {
         "flip_sin_to_cos": conv.first == "cos",
         "downscale_freq_shift": conv.freq_shift,
@@ -153,7 +164,7 @@ def layout_permutation(source: str | Convention, target: str | Convention, dim: 
     """
     src, dst = resolve_convention(source), resolve_convention(target)
     if not src.same_grid(dst):
-        names = [n for n in ("freq_shift", "max_period", "scale") if getattr(src, n) != getattr(dst, n)]
+        names = [n for n in _GRID_FIELDS if getattr(src, n) != getattr(dst, n)]
         diffs = "; ".join(f"{n}: {getattr(src, n)} vs {getattr(dst, n)}" for n in names)
         raise ValueError(
             f"no column permutation maps these conventions onto each other: their frequency grids differ ({diffs}), "

@@ -2,8 +2,9 @@
 
 With ``h = dim // 2`` and ``k = 0 .. h-1`` the frequencies are
 ``w_k = max_period ** (-k / (h - freq_shift))``; the embedding of ``t`` holds
-``sin(scale * t * w_k)`` and ``cos(scale * t * w_k)``, arranged by the :class:`Convention`
-(``[cos | sin]`` halves for the default ``"adm"``); an odd ``dim`` ends with a zero column.
+``gain * sin(scale * t * w_k)`` and ``gain * cos(scale * t * w_k)``, arranged by the
+:class:`Convention` (``[cos | sin]`` halves for the default ``"adm"``); an odd ``dim`` ends with a
+zero column (``pad_odd=False``: ``2 * (dim // 2)`` columns, as lucidrains and EDM).
 
 Compute paths, all in :func:`sinusoidal_embedding`:
 
@@ -28,6 +29,7 @@ inputs that require grad are checked but always take path 1 or 2, so d/dt is dif
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -42,6 +44,7 @@ __all__ = [
     "frequencies_np",
     "sinusoidal_embedding",
     "sinusoidal_embedding_np",
+    "distinct_values",
     "get_timestep_embedding",
 ]
 
@@ -73,7 +76,7 @@ def frequencies_np(dim: int, freq_shift: float = 0.0, max_period: float = 10000.
 
 
 # -------------------------------------------------------------------------------- the embedding
-def _direct(flat: torch.Tensor, dim: int, conv: Convention, precise: bool, eager: bool) -> torch.Tensor:
+def _direct(flat: torch.Tensor, dim: int, conv: Convention, precise: bool, eager: bool, pad: bool) -> torch.Tensor:
     """Paths 1 and 2: ``flat`` [N] -> [N, dim] in float32 (float64 when ``precise``).
 
     The phase is diffusers' ``t[:, None].float() * w[None, :]``; eagerly and without autograd it is
@@ -91,7 +94,9 @@ def _direct(flat: torch.Tensor, dim: int, conv: Convention, precise: bool, eager
     if conv.first == "cos":
         a, b = b, a
     emb = torch.cat((a, b), dim=-1) if conv.layout == "concat" else torch.stack((a, b), dim=-1).flatten(-2)
-    return torch.nn.functional.pad(emb, (0, 1)) if dim % 2 else emb
+    if conv.gain != 1:
+        emb = conv.gain * emb
+    return torch.nn.functional.pad(emb, (0, 1)) if dim % 2 and pad else emb
 
 
 def _distinct(flat: torch.Tensor, low: float, high: float) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -108,21 +113,39 @@ def _distinct(flat: torch.Tensor, low: float, high: float) -> tuple[torch.Tensor
     return (values, index) if 2 * values.shape[0] <= n else None
 
 
-def _embed(t: torch.Tensor, value_range, dim: int, conv: Convention, precise: bool) -> torch.Tensor:
-    """[...] -> [..., dim] in float32/float64 by paths 1-3 (path 3 only with a ``value_range``)."""
+def distinct_values(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``(values, index)`` with ``t.reshape(-1) == values[index]`` when ``t`` holds at least 512 entries
+    and at most half as many distinct values; None otherwise, and in graph mode.
+
+    The one reuse mechanism of the package: the core embeds ``values`` and gathers; the
+    :class:`~timestep_embed.nn.TimestepEmbedder` runs the sinusoid and the MLP on them (per-token
+    timesteps ``[B, tokens]``).
+    """
+    if graph_mode(t):  # first: under export even reading the size would specialize a dynamic batch
+        return None
+    flat = t.reshape(-1)
+    if flat.shape[0] < _DISTINCT_MIN_ROWS:
+        return None
+    low, high = (0.0, 0.0) if flat.is_floating_point() else (v.item() for v in torch.aminmax(flat))
+    return _distinct(flat, low, high)
+
+
+def _embed(t: torch.Tensor, value_range, dim: int, conv: Convention, precise: bool, pad: bool) -> torch.Tensor:
+    """[...] -> [..., width] in float32/float64 by paths 1-3 (path 3 only with a ``value_range``)."""
     flat = t if t.dim() == 1 else t.reshape(-1)
     n, eager = flat.shape[0], value_range is not None
     if not eager or t.requires_grad or n * dim < _DISTINCT_MIN_VALUES:
-        emb = _direct(flat, dim, conv, precise, eager)
+        emb = _direct(flat, dim, conv, precise, eager, pad)
     elif value_range[0] == value_range[1]:  # one timestep for the whole batch
-        emb = _direct(flat[:1], dim, conv, precise, eager).expand(n, dim).clone()
+        emb = _direct(flat[:1], dim, conv, precise, eager, pad)
+        emb = emb.expand(n, emb.shape[-1]).clone()
     else:
         distinct = _distinct(flat, *value_range)
         if distinct is None:
-            emb = _direct(flat, dim, conv, precise, eager)
+            emb = _direct(flat, dim, conv, precise, eager, pad)
         else:
-            emb = _direct(distinct[0], dim, conv, precise, eager).index_select(0, distinct[1])
-    return emb if t.dim() == 1 else emb.reshape(*t.shape, dim)
+            emb = _direct(distinct[0], dim, conv, precise, eager, pad).index_select(0, distinct[1])
+    return emb if t.dim() == 1 else emb.reshape(*t.shape, emb.shape[-1])
 
 
 def sinusoidal_embedding(
@@ -135,8 +158,11 @@ def sinusoidal_embedding(
     freq_shift: float | None = None,
     max_period: float | None = None,
     scale: float | None = None,
+    gain: float | None = None,
     dtype: torch.dtype = torch.float32,
     precise: bool = False,
+    pad_odd: bool = True,
+    scale_in_input_dtype: bool = False,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """Embed timesteps of any shape ``[...]`` into ``[..., dim]``.
@@ -153,14 +179,20 @@ def sinusoidal_embedding(
         freq_shift: diffusers' ``downscale_freq_shift``: ``w_k = max_period ** (-k / (h - shift))``.
         max_period: the longest period, reached (shift 1) or approached (shift 0) by ``w_{h-1}``.
         scale: multiplies the argument: ``sin(scale * t * w_k)``.
+        gain: multiplies the output.
         dtype: output dtype (float32 default; float64 implies ``precise``).
         precise: float64 phase and sin/cos, rounded once (max error 3e-8 for |t| <= 1e6).
+        pad_odd: an odd ``dim`` ends with a zero column (diffusers, ADM); False returns
+            ``2 * (dim // 2)`` columns (lucidrains' ``SinusoidalPosEmb``, EDM's ``PositionalEmbedding``).
+        scale_in_input_dtype: form ``scale * t`` in the dtype of floating ``t`` before the phase
+            (black-forest-labs/flux ``timestep_embedding``: ``time_factor * t`` in bfloat16 turns
+            sigma 0.99 into 988, not 990); default: inside the float32 (float64) phase.
 
     Returns:
-        Tensor ``[*timesteps.shape, dim]`` of ``dtype``.
+        Tensor ``[*timesteps.shape, dim]`` (``2 * (dim // 2)`` columns with ``pad_odd=False``) of ``dtype``.
     """
     conv = resolve_convention(
-        convention, layout=layout, first=first, freq_shift=freq_shift, max_period=max_period, scale=scale
+        convention, layout=layout, first=first, freq_shift=freq_shift, max_period=max_period, scale=scale, gain=gain
     )
     check_dim(dim, conv.freq_shift)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
@@ -170,7 +202,10 @@ def sinusoidal_embedding(
         t, value_range = as_tensor(timesteps, device), None
     else:
         t, value_range = check_timesteps(timesteps, conv, precise, device)
-    emb = _embed(t, value_range, dim, conv, precise)
+    if scale_in_input_dtype and t.is_floating_point() and conv.scale != 1:
+        # rounded to t's dtype, as Flux does; value_range stays valid (only integers use its bounds)
+        t, conv = conv.scale * t, replace(conv, scale=1.0)
+    emb = _embed(t, value_range, dim, conv, precise, bool(pad_odd))
     return emb if emb.dtype == dtype else emb.to(dtype)
 
 
@@ -185,6 +220,7 @@ def sinusoidal_embedding_np(
     t = np.asarray(timesteps, dtype=np.float64)
     args = conv.scale * (t[..., None] * frequencies_np(dim, conv.freq_shift, conv.max_period))
     first, second = (np.sin(args), np.cos(args)) if conv.first == "sin" else (np.cos(args), np.sin(args))
+    first, second = conv.gain * first, conv.gain * second
     if conv.layout == "concat":
         emb = np.concatenate([first, second], axis=-1)
     else:

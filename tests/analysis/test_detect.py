@@ -51,6 +51,28 @@ def test_detects_timesteps_rounded_before_the_embedding(dtype, name):
     assert name in result.summary()
 
 
+def test_detects_flux_scaling_in_bfloat16():
+    """black-forest-labs/flux forms time_factor * t in bfloat16: sigma 0.99 reaches the phase as 988."""
+    sigma = np.linspace(0.0, 1.0, 97)
+    t = torch.from_numpy(sigma).to(torch.bfloat16)
+    with pytest.warns(UserWarning):
+        emb = sinusoidal_embedding(t, 64, "adm", scale=1000, scale_in_input_dtype=True, dtype=torch.bfloat16)
+    result = detect_convention(emb, sigma)
+    assert result.matched, result.summary()
+    assert result.convention == Convention("concat", "cos", 0.0, scale=1000.0)
+    assert result.rounding == "bfloat16, scale * t formed in bfloat16"
+
+
+@pytest.mark.parametrize("gain", [64**-0.5, 2.0])
+def test_detects_an_output_gain_as_a_gain(gain):
+    pos = np.arange(0, 200, dtype=np.float64)
+    emb = sinusoidal_embedding(torch.from_numpy(pos), 64, "mae", gain=gain).numpy()
+    result = detect_convention(emb, pos)
+    assert result.matched and result.convention.gain == pytest.approx(gain, rel=1e-6), result.summary()
+    assert result.presets == ("mae",) and "an output gain of" in result.summary()
+    assert not any("not sin/cos pairs" in n for n in result.notes)
+
+
 def test_garbage_matches_nothing_and_says_so():
     garbage = np.random.default_rng(0).normal(size=(len(T), 32))
     result = detect_convention(garbage, T)

@@ -190,6 +190,16 @@ def test_patch_keeps_every_model_output_and_its_checkpoint(name, tiny_model, tmp
     assert torch.equal(tiny_model.run(plain, inputs, cases[0]), before[0])
 
 
+def test_patched_wan_takes_per_token_timesteps(tiny_model):
+    """Wan 2.2 TI2V passes timesteps [B, tokens]; the patched time path gives the same outputs."""
+    model, inputs, _ = tiny_model("wan")
+    tokens = 2 * 4 * 4  # frames x (8 / 2) x (8 / 2) patches
+    t = torch.tensor([[999.0] * 16 + [500.0] * 16, [250.0] * tokens])
+    before = tiny_model.run(model, inputs, t)
+    patch_diffusers_model(model)
+    assert torch.equal(tiny_model.run(model, inputs, t), before)
+
+
 def test_unsupported_models_are_named(tiny_model):
     with pytest.raises(TypeError, match="Linear is not one of UNet1DModel, UNet2DModel, .*FluxTransformer2DModel"):
         patch_diffusers_model(torch.nn.Linear(2, 2))

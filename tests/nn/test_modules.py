@@ -269,3 +269,51 @@ def test_hooks_on_children_still_fire():
         module.register_forward_hook(lambda m, args, out: seen.append(type(m).__name__))
     assert torch.equal(e(t), expected)
     assert sorted(seen) == ["Linear", "SiLU", "SinusoidalEmbedding", "TimestepMLP"]
+
+
+def per_token_timesteps(batch=2, frames=16, tokens=4096, floating=False):
+    """Diffusion-forcing style: each frame its own t, every token of the frame the same."""
+    frame_t = torch.randint(0, 1000, (batch, frames), generator=torch.Generator().manual_seed(0))
+    t = frame_t.repeat_interleave(tokens // frames, dim=1)
+    return t.float() * 0.5 if floating else t
+
+
+@pytest.mark.parametrize("floating", [False, True])
+def test_embedder_per_token_runs_the_distinct_values_and_equals_the_per_token_run(floating):
+    torch.manual_seed(0)
+    embedder = TimestepEmbedder(64, 32)
+    t = per_token_timesteps(floating=floating)
+    calls = []
+    embedder.time_embedding.register_forward_hook(lambda m, args, out: calls.append(args[0].shape[0]))
+    with torch.no_grad():
+        out = embedder(t)
+        per_token = embedder.time_embedding(embedder.time_proj(t.reshape(-1)))
+    assert out.shape == (2, 4096, 64)
+    assert calls[0] == torch.unique(t).numel() <= 32  # the MLP saw the distinct values only
+    # equal up to the matrix multiply's rounding, which depends on the number of rows
+    torch.testing.assert_close(out.reshape(-1, 64), per_token, rtol=0, atol=1e-6)
+
+
+def test_embedder_per_token_gradients_reach_the_weights_as_a_per_token_run():
+    torch.manual_seed(0)
+    embedder = TimestepEmbedder(16, 8)
+    t = per_token_timesteps(tokens=1024)
+    target = torch.randn(2, 1024, 16)
+    grads = []
+    for run in (embedder, lambda s: embedder.time_embedding(embedder.time_proj(s))):
+        embedder.zero_grad()
+        (run(t) - target).pow(2).mean().backward()
+        grads.append(embedder.time_embedding.linear_1.weight.grad.clone())
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-5, atol=1e-7)
+
+
+def test_embedder_per_token_not_reused_with_a_condition_or_grad_wrt_t():
+    torch.manual_seed(0)
+    embedder = TimestepEmbedder(16, 8, cond_dim=4)
+    t = per_token_timesteps(tokens=1024).float().requires_grad_()
+    calls = []
+    embedder.time_embedding.register_forward_hook(lambda m, args, out: calls.append(args[0].shape[:-1]))
+    embedder(t).sum().backward()
+    assert calls[-1] == (2, 1024) and t.grad is not None
+    embedder(t.detach(), torch.randn(2, 1024, 4))
+    assert calls[-1] == (2, 1024)

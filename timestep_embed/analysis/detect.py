@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -30,8 +30,10 @@ GRID_SHIFTS = (0.0, 1.0)
 GRID_PERIODS = (10000.0, 1000.0, 100.0, 10.0)
 GRID_SCALES = (1.0, 1000.0)
 ROUNDINGS = {None: None, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# t rounded to the dtype and scale * t formed in it (black-forest-labs/flux `time_factor * t` in bfloat16)
+SCALED_ROUNDINGS = {f"{name}, scale * t formed in {name}": name for name in ("bfloat16", "float16")}
 MIN_TIMESTEPS = 4  # fewer rows cannot tell the candidates apart
-_PRESET_ORDER = ("vaswani", "ddpm", "adm", "edm", "edm_song", "ldm", "dit", "diffusers", "diffusers_unet")
+_PRESET_ORDER = ("vaswani", "ddpm", "adm", "mae", "edm", "edm_song", "ldm", "dit", "diffusers", "diffusers_unet")
 
 
 @dataclass
@@ -60,7 +62,7 @@ class Detection:
         lines = [
             f"{head}: residual {self.residual:.3g} (tolerance {self.tolerance:.3g})",
             f"  layout={c.layout} first={c.first} freq_shift={c.freq_shift:g} "
-            f"max_period={c.max_period:.6g} scale={c.scale:.6g}",
+            f"max_period={c.max_period:.6g} scale={c.scale:.6g}" + (f" gain={c.gain:.6g}" if c.gain != 1 else ""),
             f"  presets: {', '.join(self.presets) or 'none'}",
             f"  timesteps rounded to: {self.rounding or 'not rounded'}",
             f"  found by: {'continuous fit' if self.fitted else 'grid search'}",
@@ -88,6 +90,27 @@ def _round(t: np.ndarray, name) -> np.ndarray:
     if name is None:
         return t
     return torch.from_numpy(t).to(ROUNDINGS[name]).double().numpy()
+
+
+def _scaled(t: np.ndarray, rounding, scale: float) -> np.ndarray:
+    """``scale * t`` as a codebase forms it: in float64, after rounding t, or in the rounded dtype."""
+    if rounding in SCALED_ROUNDINGS:
+        dtype = ROUNDINGS[SCALED_ROUNDINGS[rounding]]
+        return (scale * torch.from_numpy(t).to(dtype)).double().numpy()
+    return scale * _round(t, rounding)
+
+
+def _gain(emb: np.ndarray) -> float:
+    """The common length of the (sin, cos) pairs when it is the same for every pair and row, else 1."""
+    h = emb.shape[1] // 2
+    best = (math.inf, 1.0)
+    for a, b in ((emb[:, :h], emb[:, h : 2 * h]), (emb[:, 0 : 2 * h : 2], emb[:, 1 : 2 * h : 2])):
+        r = np.sqrt(a**2 + b**2)
+        middle = float(np.median(r))
+        if middle > 0:
+            best = min(best, (float(r.max() - r.min()) / middle, middle))
+    spread, gain = best
+    return gain if spread < 1e-3 and abs(gain - 1) > 1e-3 else 1.0
 
 
 def _to_float64(values) -> tuple[np.ndarray, float]:
@@ -129,10 +152,13 @@ def _grid_search(emb, t, tol_for):
     h, results = emb.shape[1] // 2, []
     hypotheses = list(itertools.product(("concat", "interleaved"), ("sin", "cos")))
     columns = {hyp: _columns(emb, *hyp) for hyp in hypotheses}
-    for shift, period, scale, rounding in itertools.product(GRID_SHIFTS, GRID_PERIODS, GRID_SCALES, ROUNDINGS):
-        if h - shift <= 0:
+    roundings = [*ROUNDINGS, *SCALED_ROUNDINGS]
+    for shift, period, scale, rounding in itertools.product(GRID_SHIFTS, GRID_PERIODS, GRID_SCALES, roundings):
+        if h - shift <= 0 or (scale == 1 and rounding in SCALED_ROUNDINGS):
             continue
-        args = _round(t, rounding)[:, None] * (scale * frequencies_np(2 * h, shift, period))[None, :]
+        args = _scaled(t, rounding, scale)[:, None] * frequencies_np(2 * h, shift, period)[None, :]
+        if not np.isfinite(args).all():  # scale * t overflows that dtype (float16 ends at 65504)
+            continue
         sin, cos = np.sin(args), np.cos(args)
         for layout, first in hypotheses:
             s, c = columns[(layout, first)]
@@ -218,9 +244,11 @@ def detect_convention(source, timesteps=None, *, tol: float = 1e-3) -> Detection
         emb, t = emb[pick], t[pick]
     h, notes = emb.shape[1] // 2, []
     t_max = float(np.abs(t).max(initial=0.0))
+    gain = _gain(emb)
+    emb = emb / gain  # the search runs on unit (sin, cos) pairs; residuals are reported in the data's units
 
     def tol_for(conv):
-        return tol + eps + min(3e-7 * t_max * conv.scale, 0.5)
+        return (tol + eps) / gain + min(3e-7 * t_max * conv.scale, 0.5)
 
     if emb.shape[1] % 2 == 1 and np.abs(emb[:, -1]).max() > tol:
         notes.append("odd width but the last column is not zero (diffusers pads odd widths with zeros)")
@@ -238,6 +266,9 @@ def detect_convention(source, timesteps=None, *, tol: float = 1e-3) -> Detection
             err, conv = (snapped_err, snapped) if snapped_err <= fit[0] + tol else fit
             rounding, fitted = None, True
     matched = err <= tol_for(conv)
+    if gain != 1:
+        conv = replace(conv, gain=gain)
+        notes.append(f"an output gain of {gain:.6g} (x-transformers' ScaledSinusoidalEmbedding starts at dim ** -0.5)")
     if matched and rounding is not None:
         notes.append(f"the timesteps were rounded to {rounding} before the embedding (bf16 turns 999 into 1000)")
     if matched and fitted:
@@ -251,5 +282,12 @@ def detect_convention(source, timesteps=None, *, tol: float = 1e-3) -> Detection
         if norm > 0.05:
             notes.append(f"the columns are not sin/cos pairs of one angle (|sin^2 + cos^2 - 1| up to {norm:.3g})")
     return Detection(
-        bool(matched), conv, float(err), tol_for(conv), rounding if matched else None, _presets_of(conv), fitted, notes
+        bool(matched),
+        conv,
+        float(err) * gain,
+        tol_for(conv) * gain,
+        rounding if matched else None,
+        _presets_of(replace(conv, gain=1.0)),
+        fitted,
+        notes,
     )

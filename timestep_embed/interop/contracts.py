@@ -174,6 +174,7 @@ _CONTRACTS = [
         family="FLUX.1 [dev] (guidance-distilled)",
         sources=(
             "black-forest-labs/flux: src/flux/model.py",
+            "black-forest-labs/flux: src/flux/modules/layers.py",
             "huggingface/diffusers: models/transformers/transformer_flux.py",
         ),
         raw="the scheduler's timesteps: sigma * 1000 (FlowMatchEulerDiscrete, resolution-dependent shift)",
@@ -190,6 +191,8 @@ _CONTRACTS = [
             "its own MLP (guidance_embedder), added",
         ),
         diffusers="FluxTransformer2DModel (guidance_embeds=True)",
+        notes="the original's timestep_embedding(t, 256, time_factor=1000) forms 1000 * t in t's dtype and returns "
+        "that dtype: sinusoidal_embedding(sigma, 256, 'adm', scale=1000, scale_in_input_dtype=True, dtype=t.dtype)",
         to_model=_over_1000,
         to_sinusoid=_in_dtype_times_1000,
     ),

@@ -18,6 +18,7 @@ from torch import nn
 from ..conventions import Convention
 from ..files import load_pretrained, save_pretrained
 from ..guards import TimestepsLike
+from ..sinusoidal import distinct_values
 from .checkpoints import LAYOUT_DEFAULTS, embedder_state_dict, find_time_mlp, load_state_dict_checked
 from .fourier import FourierEmbedding
 from .mlp import ACTIVATIONS, TimestepMLP
@@ -72,8 +73,8 @@ class TimestepEmbedder(nn.Module):
         check_time_input(time_input, num_timesteps)
         if isinstance(emb_dim, bool) or not isinstance(emb_dim, int) or emb_dim < 1:
             raise ValueError(f"emb_dim must be a positive int, got {emb_dim!r}")
-        if time_proj is not None:
-            sinusoid_dim = getattr(time_proj, "dim", sinusoid_dim)
+        if time_proj is not None:  # the MLP takes the width the module returns
+            sinusoid_dim = getattr(time_proj, "out_dim", getattr(time_proj, "dim", sinusoid_dim))
         sinusoid_dim = default_sinusoid_dim(emb_dim) if sinusoid_dim is None else sinusoid_dim
         self.time_input, self.num_timesteps = time_input, num_timesteps
         if time_proj is None:
@@ -91,15 +92,31 @@ class TimestepEmbedder(nn.Module):
     ) -> torch.Tensor:
         """``t`` ``[...]`` (int or float) -> ``[..., emb_dim]`` in the MLP's dtype.
 
+        A large ``t`` with few distinct values (per-token timesteps ``[B, tokens]``, a batch sharing its
+        steps) runs the sinusoid and the MLP once per distinct value and gathers the rows
+        (:func:`~timestep_embed.sinusoidal.distinct_values`); not with a ``condition``, not when ``t``
+        requires grad, not under tracing or compiling.
+
         A scalar or 0-d ``t`` with ``batch_size`` (or a ``condition`` ``[B, cond_dim]``) is one step for
         the whole batch: ``[batch_size, emb_dim]``, as diffusers' UNets expand a scalar timestep.
         """
         batch = batch_size if batch_size is not None else (condition.shape[0] if condition is not None else None)
         if batch is not None and (not isinstance(t, torch.Tensor) or t.dim() == 0):
             t = torch.as_tensor(t, device=self.time_embedding.linear_1.weight.device).expand(batch)
-        features = self.time_proj(time_input(t, self.time_input, self.num_timesteps))
-        weight = self.time_embedding.linear_1.weight
-        return self.time_embedding(features.to(weight.dtype), condition)
+        t = time_input(t, self.time_input, self.num_timesteps)
+        if condition is None and isinstance(t, torch.Tensor) and not t.requires_grad:
+            # Per-token timesteps [B, tokens] hold few distinct values: sinusoid and MLP on those, then
+            # gather. The rows equal a per-token run's up to the matrix multiply's rounding (which
+            # depends on the number of rows); gradients reach the weights through the gather.
+            distinct = distinct_values(t)
+            if distinct is not None:
+                values, index = distinct
+                return self._embed(values, None).index_select(0, index).reshape(*t.shape, -1)
+        return self._embed(t, condition)
+
+    def _embed(self, t: TimestepsLike, condition: torch.Tensor | None) -> torch.Tensor:
+        features = self.time_proj(t)
+        return self.time_embedding(features.to(self.time_embedding.linear_1.weight.dtype), condition)
 
     # ------------------------------------------------------------------------ checkpoints
     @classmethod
@@ -168,10 +185,28 @@ class TimestepEmbedder(nn.Module):
             "cond_dim": mlp.cond_proj.in_features if mlp.cond_proj is not None else None,
         }
         if isinstance(proj, SinusoidalEmbedding):
-            return {**out, "convention": dataclasses.asdict(proj.convention), "precise": proj.precise}
+            sinusoid = {
+                "dim": proj.dim,
+                "pad_odd": proj.pad_odd,
+                "scale_in_input_dtype": proj.scale_in_input_dtype,
+                "num_timesteps": proj.num_timesteps,
+            }
+            return {
+                **out,
+                "convention": dataclasses.asdict(proj.convention),
+                "precise": proj.precise,
+                "sinusoid": sinusoid,
+            }
         if isinstance(proj, FourierEmbedding):
-            learnable = isinstance(proj.weight, nn.Parameter)
-            fourier = {"first": proj.first, "fold_2pi": proj.fold_2pi, "log": proj.log, "learnable": learnable}
+            fourier = {
+                "dim": proj.dim,
+                "first": proj.first,
+                "fold_2pi": proj.fold_2pi,
+                "log": proj.log,
+                "learnable": isinstance(proj.weight, nn.Parameter),
+                "in_features": proj.in_features,
+                "include_input": proj.include_input,
+            }
             return {**out, "fourier": fourier}
         raise ValueError(f"save_pretrained knows SinusoidalEmbedding and FourierEmbedding, not {type(proj).__name__}")
 
@@ -184,11 +219,21 @@ class TimestepEmbedder(nn.Module):
         """The embedder :meth:`save_pretrained` wrote, weights loaded strictly."""
         config, state = load_pretrained(folder, cls.__name__)
         config = dict(config)
-        fourier = config.pop("fourier", None)
+        fourier, sinusoid = config.pop("fourier", None), config.pop("sinusoid", None)
         if fourier is not None:
-            config["time_proj"] = FourierEmbedding(config["sinusoid_dim"], **fourier)
+            fourier = dict(fourier)
+            config["time_proj"] = FourierEmbedding(fourier.pop("dim", config["sinusoid_dim"]), **fourier)
         else:
             config["convention"] = Convention(**config["convention"])
+            if sinusoid is not None:
+                config["time_proj"] = SinusoidalEmbedding(
+                    sinusoid["dim"],
+                    config["convention"],
+                    precise=config.get("precise", False),
+                    num_timesteps=sinusoid["num_timesteps"],
+                    pad_odd=sinusoid["pad_odd"],
+                    scale_in_input_dtype=sinusoid["scale_in_input_dtype"],
+                )
         embedder = cls(config.pop("emb_dim"), **config)
         load_state_dict_checked(embedder, state, f"{folder}")
         return embedder

@@ -17,8 +17,14 @@ class FourierEmbedding(nn.Module):
     The phase of frequency j is ``2 pi w_j x``, formed in one of two float orders (the results
     differ by rounding only):
 
-    * ``fold_2pi=False``: ``(x * w) * 2 * pi`` (diffusers ``GaussianFourierProjection``, score_sde);
-    * ``fold_2pi=True``: ``x * (2 * pi * w)`` (EDM ``FourierEmbedding``, k-diffusion ``FourierFeatures``).
+    * ``fold_2pi=False``: ``(x * w) * 2 * pi`` (diffusers ``GaussianFourierProjection``, score_sde,
+      lucidrains' ``RandomOrLearnedSinusoidalPosEmb``);
+    * ``fold_2pi=True``: ``x * (2 * pi * w)`` (EDM ``FourierEmbedding``).
+
+    With ``in_features=F`` the input is ``[..., F]`` (several features at once, or k-diffusion's
+    ``[B, 1]``), ``weight`` is ``[dim // 2, F]`` and the phase is ``(2 pi x) @ weight.T``, as
+    k-diffusion's ``FourierFeatures`` forms it. ``include_input=True`` puts ``x`` itself first:
+    ``[x | sin | cos]``, ``dim + 1`` columns (lucidrains).
 
     The output is ``[sin | cos]`` halves, or ``[cos | sin]`` with ``first="cos"`` (diffusers'
     ``flip_sin_to_cos=True``, EDM). :meth:`edm` is the EDM preset. ``weight`` [dim // 2] is
@@ -33,6 +39,8 @@ class FourierEmbedding(nn.Module):
         log: feed ``ln(x)``.
         learnable: ``weight`` as a Parameter instead of a buffer.
         generator: seeds the draw of ``weight``.
+        in_features: features per input row (None: every entry of ``x`` is one input).
+        include_input: prepend ``x`` to the features (needs ``in_features`` None or 1).
     """
 
     def __init__(
@@ -45,14 +53,25 @@ class FourierEmbedding(nn.Module):
         log: bool = False,
         learnable: bool = False,
         generator: torch.Generator | None = None,
+        in_features: int | None = None,
+        include_input: bool = False,
     ):
         super().__init__()
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2 or dim % 2:
             raise ValueError(f"dim must be an even int >= 2 (sin and cos of dim // 2 features), got {dim!r}")
         if first not in ("sin", "cos"):
             raise ValueError(f"first must be 'sin' or 'cos', got {first!r}")
+        if in_features is not None and (
+            isinstance(in_features, bool) or not isinstance(in_features, int) or in_features < 1
+        ):
+            raise ValueError(f"in_features must be a positive int or None, got {in_features!r}")
+        if include_input and in_features not in (None, 1):
+            raise ValueError(f"include_input prepends the one input feature; in_features={in_features} has several")
         self.dim, self.first, self.fold_2pi, self.log = dim, first, bool(fold_2pi), bool(log)
-        weight = torch.randn(dim // 2, generator=generator) * std
+        self.in_features, self.include_input = in_features, bool(include_input)
+        self.out_dim = dim + 1 if include_input else dim  # the width of the output
+        shape = (dim // 2,) if in_features is None else (dim // 2, in_features)
+        weight = torch.randn(shape, generator=generator) * std
         if learnable:
             self.weight = nn.Parameter(weight)
         else:
@@ -65,21 +84,34 @@ class FourierEmbedding(nn.Module):
 
     def extra_repr(self) -> str:
         learnable = isinstance(self.weight, nn.Parameter)
-        return f"dim={self.dim}, first={self.first!r}, fold_2pi={self.fold_2pi}, log={self.log}, learnable={learnable}"
+        extra = "" if self.in_features is None else f", in_features={self.in_features}"
+        extra += ", include_input=True" if self.include_input else ""
+        return (
+            f"dim={self.dim}, first={self.first!r}, fold_2pi={self.fold_2pi}, log={self.log}, "
+            f"learnable={learnable}{extra}"
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``[...]`` -> ``[..., dim]`` in the dtype of ``x * weight``."""
-        shape = x.shape
-        x = x.reshape(-1)
+        """``x`` ``[...]`` (``[..., in_features]``) -> ``[..., out_dim]`` in the dtype of ``x * weight``."""
+        if self.in_features is not None:
+            if x.dim() == 0 or x.shape[-1] != self.in_features:
+                raise ValueError(f"x must be [..., {self.in_features}] (in_features), got shape {tuple(x.shape)}")
+            shape = x.shape[:-1]
+            x = x.reshape(-1, self.in_features)
+        else:
+            shape, x = x.shape, x.reshape(-1)
         if not x.is_floating_point():
             x = x.float()
         if self.log:
             x = torch.log(x)
-        if self.fold_2pi:
+        if self.in_features is not None:
+            phase = (2 * math.pi * x) @ self.weight.to(x.dtype).T
+        elif self.fold_2pi:
             phase = torch.outer(x, (2 * math.pi * self.weight).to(x.dtype))
         else:
             phase = x[:, None] * self.weight[None, :] * 2 * math.pi
         a, b = torch.sin(phase), torch.cos(phase)
         if self.first == "cos":
             a, b = b, a
-        return torch.cat((a, b), dim=-1).reshape(*shape, self.dim)
+        parts = (x.reshape(-1, 1).to(a.dtype), a, b) if self.include_input else (a, b)
+        return torch.cat(parts, dim=-1).reshape(*shape, self.out_dim)

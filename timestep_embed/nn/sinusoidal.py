@@ -24,15 +24,18 @@ class SinusoidalEmbedding(nn.Module):
     tracing, compiling, export, meta or fake tensors) calls the core.
 
     Args:
-        dim: output width (odd widths end with a zero column).
+        dim: output width (odd widths end with a zero column, unless ``pad_odd=False``).
         convention: preset name or :class:`Convention`; default ``"adm"`` (``[cos | sin]``, shift 0).
         layout: override ``convention.layout`` (``"concat"`` or ``"interleaved"``).
         first: override ``convention.first`` (``"sin"`` or ``"cos"``).
         freq_shift: override ``convention.freq_shift``.
         max_period: override ``convention.max_period``.
         scale: override ``convention.scale``.
+        gain: override ``convention.gain``.
         precise: float64 phase and sin/cos, rounded once (see the core).
         num_timesteps: T of the integer-step cache (None: no cache).
+        pad_odd: False: an odd ``dim`` gives ``dim - 1`` columns (lucidrains, EDM); see :attr:`out_dim`.
+        scale_in_input_dtype: form ``scale * t`` in floating ``t``'s dtype (Flux), see the core.
     """
 
     def __init__(
@@ -45,12 +48,21 @@ class SinusoidalEmbedding(nn.Module):
         freq_shift: float | None = None,
         max_period: float | None = None,
         scale: float | None = None,
+        gain: float | None = None,
         precise: bool = False,
         num_timesteps: int | None = None,
+        pad_odd: bool = True,
+        scale_in_input_dtype: bool = False,
     ):
         super().__init__()
         self.convention = resolve_convention(
-            convention, layout=layout, first=first, freq_shift=freq_shift, max_period=max_period, scale=scale
+            convention,
+            layout=layout,
+            first=first,
+            freq_shift=freq_shift,
+            max_period=max_period,
+            scale=scale,
+            gain=gain,
         )
         check_dim(dim, self.convention.freq_shift)
         if num_timesteps is not None and (
@@ -58,21 +70,30 @@ class SinusoidalEmbedding(nn.Module):
         ):
             raise ValueError(f"num_timesteps must be a positive int or None, got {num_timesteps!r}")
         self.dim, self.precise, self.num_timesteps = dim, bool(precise), num_timesteps
+        self.pad_odd, self.scale_in_input_dtype = bool(pad_odd), bool(scale_in_input_dtype)
+        self.out_dim = dim if self.pad_odd else 2 * (dim // 2)  # the width of the output
         self._rows: dict[torch.device, torch.Tensor] = {}  # device -> [T, dim]; not state, not a buffer
 
     def extra_repr(self) -> str:
         c = self.convention
         return (
             f"dim={self.dim}, layout={c.layout!r}, first={c.first!r}, freq_shift={c.freq_shift}, "
-            f"max_period={c.max_period}, scale={c.scale}, precise={self.precise}, num_timesteps={self.num_timesteps}"
+            f"max_period={c.max_period}, scale={c.scale}, gain={c.gain}, precise={self.precise}, "
+            f"num_timesteps={self.num_timesteps}"
+            + ("" if self.pad_odd else ", pad_odd=False")
+            + (", scale_in_input_dtype=True" if self.scale_in_input_dtype else "")
         )
+
+    def options(self) -> dict:
+        """The keyword options of the core call (for :func:`sinusoidal_embedding`)."""
+        return {"precise": self.precise, "pad_odd": self.pad_odd, "scale_in_input_dtype": self.scale_in_input_dtype}
 
     def forward(self, t: TimestepsLike) -> torch.Tensor:
         """``t`` ``[...]`` (int or float; a Python number or array too) -> float32 ``[..., dim]``."""
         if isinstance(t, torch.Tensor) and (rows := self._cached_rows(t)) is not None:
             # a row gather: [N] -> [N, dim], or [...] -> [..., dim]
             return rows.index_select(0, t) if t.dim() == 1 else nn.functional.embedding(t, rows)
-        return sinusoidal_embedding(t, self.dim, self.convention, precise=self.precise)
+        return sinusoidal_embedding(t, self.dim, self.convention, **self.options())
 
     def _cached_rows(self, t: torch.Tensor) -> torch.Tensor | None:
         """The cache's rows when ``t`` is an eager integer tensor inside ``0 .. T-1``, else None."""
@@ -94,5 +115,5 @@ class SinusoidalEmbedding(nn.Module):
         rows = self._rows.get(device)
         if rows is None:
             steps = torch.arange(self.num_timesteps, device=device)
-            rows = self._rows[device] = sinusoidal_embedding(steps, self.dim, self.convention, precise=self.precise)
+            rows = self._rows[device] = sinusoidal_embedding(steps, self.dim, self.convention, **self.options())
         return rows
