@@ -23,3 +23,13 @@ def test_ablation_smoke(tmp_path):
     assert "| adm |" in (out / "results.md").read_text()
     for png in ("heldout_loss_by_band.png", "ablation_metrics.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_per_token_smoke(tmp_path):
+    cmd = [sys.executable, str(ROOT / "scripts" / "bench_per_token.py"), "--tokens", "1024", "--sinusoid", "16",
+           "--emb", "32", "--rounds", "1", "--threads", "1"]  # fmt: skip
+    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [line.split() for line in result.stdout.splitlines() if line.startswith(("fwd ", "fwd+bwd"))]
+    assert len(rows) == 6 and {r[1] for r in rows} == {"diffusers", "ours"}
+    assert "32 distinct values" in result.stdout
