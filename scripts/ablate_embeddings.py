@@ -11,10 +11,15 @@ budget would favour cheap embedders). Only ``UNet.time_embedder`` changes (``t [
 * ``sine_only``: the same width of sines only (twice as many frequencies, no cosines);
 * ``one_pair``: one sin/cos pair at frequency 1 (wraps every 2 pi steps: t and t + 710 nearly coincide);
 * ``raw_t``: the scalar index t straight into the MLP; ``lookup``: a learned table of T rows;
-* ``fourier``: Gaussian Fourier features of t / T (scale 16); ``none``: zeros (the model never sees t).
+* ``fourier``: Gaussian Fourier features of t / T (scale 16); ``none``: zeros (the model never sees t);
+* ``adm_v``, ``none_v``: ``adm`` and ``none`` under v-prediction: does a model need to be told the noise
+  level at all? (an eps-predictor cannot tell x0 from eps at high noise without it; a v-predictor's
+  target changes smoothly with the noise level and might infer it from x_t).
 
 Reports: final training loss, held-out loss per timestep band (the same held-out digits, t and noise for
-every variant), the run's evaluation metrics; writes ``results.json``, ``results.md`` and two figures.
+every variant; the ``_v`` variants' losses are v-prediction losses, comparable with each other, not with
+the eps rows), the run's evaluation metrics (comparable across all rows); writes ``results.json``,
+``results.md`` and two figures.
 """
 
 from __future__ import annotations
@@ -95,7 +100,8 @@ class Zeros(nn.Module):
         return torch.zeros(t.shape[0], self.emb_dim, device=t.device)
 
 
-VARIANTS = ("adm", "vaswani", "sine_only", "one_pair", "raw_t", "lookup", "fourier", "none")
+VARIANTS = ("adm", "vaswani", "sine_only", "one_pair", "raw_t", "lookup", "fourier", "none", "adm_v", "none_v")
+VARIANT_OVERRIDES = {"adm_v": ["diffusion.prediction=v"], "none_v": ["diffusion.prediction=v"]}
 
 
 def build_variant(name: str, emb_dim: int, num_timesteps: int, seed: int = 0) -> nn.Module:
@@ -103,8 +109,8 @@ def build_variant(name: str, emb_dim: int, num_timesteps: int, seed: int = 0) ->
     torch.manual_seed(seed)
     d = default_sinusoid_dim(emb_dim)
     sines = Convention(layout="concat", first="sin", freq_shift=0.0)
-    if name in ("adm", "vaswani"):
-        return TimestepEmbedder(emb_dim, convention=name)
+    if name in ("adm", "vaswani", "adm_v"):
+        return TimestepEmbedder(emb_dim, convention=name.removesuffix("_v"))
     if name == "sine_only":  # the sin half of a 2d-wide sinusoid: d sines over the same frequency range
         return FeaturesMLP(Fn(lambda t: sinusoidal_embedding(t, 2 * d, sines)[..., :d]), d, emb_dim)
     if name == "one_pair":  # the fastest pair of the grid, w = 1
@@ -116,7 +122,7 @@ def build_variant(name: str, emb_dim: int, num_timesteps: int, seed: int = 0) ->
     if name == "fourier":  # score_sde-style Gaussian Fourier features, of t / T in [0, 1]
         fourier = FourierEmbedding(d, 16.0, generator=torch.Generator().manual_seed(seed))
         return FeaturesMLP(nn.Sequential(Fn(lambda t: t, 1.0 / num_timesteps), fourier), d, emb_dim)
-    if name == "none":
+    if name in ("none", "none_v"):
         return Zeros(emb_dim)
     raise ValueError(f"variant must be one of {VARIANTS}, got {name!r}")
 
@@ -156,7 +162,7 @@ def load_trained_model(run_dir: Path, config, time_embedder: nn.Module) -> nn.Mo
 
 
 def run_variant(name: str, seed: int, args, heldout: torch.Tensor) -> dict:
-    overrides = [*(QUICK if args.quick else FULL), f"train.seed={seed}", *args.set]
+    overrides = [*(QUICK if args.quick else FULL), f"train.seed={seed}", *args.set, *VARIANT_OVERRIDES.get(name, [])]
     config = load_run_config(args.config, overrides)
     emb_dim, T = config.model.emb_dim, config.diffusion.num_timesteps  # noqa: N806
     run_dir = args.out / name / f"seed{seed}"

@@ -1,10 +1,13 @@
-"""scripts/ablate_embeddings.py runs end to end (tiny budget) and writes its table and figures."""
+"""The scripts run end to end at tiny sizes and write what they promise."""
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,3 +36,12 @@ def test_bench_per_token_smoke(tmp_path):
     rows = [line.split() for line in result.stdout.splitlines() if line.startswith(("fwd ", "fwd+bwd"))]
     assert len(rows) == 6 and {r[1] for r in rows} == {"diffusers", "ours"}
     assert "32 distinct values" in result.stdout
+
+
+def test_compare_peers_says_how_to_install_lucidrains(tmp_path):
+    if importlib.util.find_spec("denoising_diffusion_pytorch") is not None:
+        pytest.skip("lucidrains' package is installed here")
+    cmd = [sys.executable, str(ROOT / "scripts" / "compare_ddpm_peers.py"), "--contenders", "lucidrains"]
+    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "pip install --no-deps denoising-diffusion-pytorch" in result.stderr
