@@ -12,14 +12,14 @@ budget would favour cheap embedders). Only ``UNet.time_embedder`` changes (``t [
 * ``one_pair``: one sin/cos pair at frequency 1 (wraps every 2 pi steps: t and t + 710 nearly coincide);
 * ``raw_t``: the scalar index t straight into the MLP; ``lookup``: a learned table of T rows;
 * ``fourier``: Gaussian Fourier features of t / T (scale 16); ``none``: zeros (the model never sees t);
-* ``adm_v``, ``none_v``: ``adm`` and ``none`` under v-prediction: does a model need to be told the noise
-  level at all? (an eps-predictor cannot tell x0 from eps at high noise without it; a v-predictor's
-  target changes smoothly with the noise level and might infer it from x_t).
+* ``adm_v``, ``none_v``, ``adm_flow``, ``none_flow``: ``adm`` and ``none`` under v-prediction and under
+  rectified flow: does a model need to be told the noise level at all? (an eps-predictor cannot tell
+  x0 from eps at high noise without it; v and flow targets might be inferred from x_t alone).
 
 Reports: final training loss, held-out loss per timestep band (the same held-out digits, t and noise for
-every variant; the ``_v`` variants' losses are v-prediction losses, comparable with each other, not with
-the eps rows), the run's evaluation metrics (comparable across all rows); writes ``results.json``,
-``results.md`` and two figures.
+every variant; the ``_v`` and ``_flow`` variants' losses are v-prediction and velocity losses, comparable
+within their objective, not with the eps rows), the run's evaluation metrics (comparable across all
+rows); writes ``results.json``, ``results.md`` and two figures.
 """
 
 from __future__ import annotations
@@ -100,8 +100,17 @@ class Zeros(nn.Module):
         return torch.zeros(t.shape[0], self.emb_dim, device=t.device)
 
 
-VARIANTS = ("adm", "vaswani", "sine_only", "one_pair", "raw_t", "lookup", "fourier", "none", "adm_v", "none_v")
-VARIANT_OVERRIDES = {"adm_v": ["diffusion.prediction=v"], "none_v": ["diffusion.prediction=v"]}
+VARIANTS = (
+    *("adm", "vaswani", "sine_only", "one_pair", "raw_t", "lookup", "fourier", "none"),
+    *("adm_v", "none_v", "adm_flow", "none_flow"),
+)
+_FLOW = ["diffusion.prediction=flow", "diffusion.min_snr_gamma=null", "sample.sampler=euler"]
+VARIANT_OVERRIDES = {
+    "adm_v": ["diffusion.prediction=v"],
+    "none_v": ["diffusion.prediction=v"],
+    "adm_flow": _FLOW,
+    "none_flow": _FLOW,
+}
 
 
 def build_variant(name: str, emb_dim: int, num_timesteps: int, seed: int = 0) -> nn.Module:
@@ -109,8 +118,8 @@ def build_variant(name: str, emb_dim: int, num_timesteps: int, seed: int = 0) ->
     torch.manual_seed(seed)
     d = default_sinusoid_dim(emb_dim)
     sines = Convention(layout="concat", first="sin", freq_shift=0.0)
-    if name in ("adm", "vaswani", "adm_v"):
-        return TimestepEmbedder(emb_dim, convention=name.removesuffix("_v"))
+    if name in ("adm", "vaswani", "adm_v", "adm_flow"):
+        return TimestepEmbedder(emb_dim, convention=name.split("_")[0])
     if name == "sine_only":  # the sin half of a 2d-wide sinusoid: d sines over the same frequency range
         return FeaturesMLP(Fn(lambda t: sinusoidal_embedding(t, 2 * d, sines)[..., :d]), d, emb_dim)
     if name == "one_pair":  # the fastest pair of the grid, w = 1
@@ -122,7 +131,7 @@ def build_variant(name: str, emb_dim: int, num_timesteps: int, seed: int = 0) ->
     if name == "fourier":  # score_sde-style Gaussian Fourier features, of t / T in [0, 1]
         fourier = FourierEmbedding(d, 16.0, generator=torch.Generator().manual_seed(seed))
         return FeaturesMLP(nn.Sequential(Fn(lambda t: t, 1.0 / num_timesteps), fourier), d, emb_dim)
-    if name in ("none", "none_v"):
+    if name in ("none", "none_v", "none_flow"):
         return Zeros(emb_dim)
     raise ValueError(f"variant must be one of {VARIANTS}, got {name!r}")
 
@@ -139,7 +148,9 @@ def heldout_band_loss(model: nn.Module, schedule, x0: torch.Tensor, prediction: 
     T, out = schedule.T, []  # noqa: N806
     for b in range(BANDS):
         lo, hi = b * T // BANDS, (b + 1) * T // BANDS
-        if schedule.continuous is None:
+        if prediction == "flow":  # rectified flow: t in the band's slice of (0, 1)
+            t = (lo + (hi - lo) * torch.rand(x0.shape[0], generator=g, dtype=torch.float64)).clamp(min=1) / T
+        elif schedule.continuous is None:
             t = torch.randint(lo, hi, (x0.shape[0],), generator=g)
         else:
             t = (lo + (hi - lo) * torch.rand(x0.shape[0], generator=g, dtype=torch.float64)).clamp(min=1) / T

@@ -211,3 +211,14 @@ def test_one_budget_override_clears_the_other():
     with pytest.raises(ConfigError, match="set exactly one budget"):
         load_run_config(None, ["train.steps=10", "train.minutes=2"])
     assert load_run_config(None) == RunConfig()
+
+
+def test_rectified_flow_needs_its_sampler_and_no_min_snr():
+    flow = ["diffusion.prediction=flow", "diffusion.min_snr_gamma=null", "sample.sampler=euler"]
+    assert load_run_config(None, flow).diffusion.prediction == "flow"
+    with pytest.raises(ConfigError, match=r"rectified flow \(prediction flow\) samples with sample.sampler=euler"):
+        load_run_config(None, flow[:2])
+    with pytest.raises(ConfigError, match="euler samples only flow models"):
+        load_run_config(None, ["sample.sampler=euler"])
+    with pytest.raises(ConfigError, match="set diffusion.min_snr_gamma=null"):
+        load_run_config(None, [flow[0], flow[2]])

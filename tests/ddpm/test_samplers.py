@@ -141,3 +141,48 @@ def test_sample_dispatches_to_the_solvers_with_the_configured_subsequence():
     times.clear()
     S.sample(recording, (1, 1, 2, 2), schedule, sampler="heun", steps=5, generator=torch.Generator().manual_seed(0))
     assert times == [999, 749, 749, 500, 500, 250, 250, 0, 0]  # the evenly spaced grid, two calls a step
+
+
+def flow_model(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """A smooth fixed velocity field u(x, t) (t as the scheduler's sigma * 1000)."""
+    s = t.to(x.dtype).reshape(-1, 1, 1, 1) / 1000
+    return x * (1 - 0.3 * s) + torch.tanh(0.5 * x + s)
+
+
+@pytest.mark.parametrize("steps", [1, 4, 28])
+def test_flow_euler_equals_diffusers_flow_match_euler_step_by_step(steps):
+    scheduler = diffusers.FlowMatchEulerDiscreteScheduler()  # shift 1
+    scheduler.set_timesteps(steps)
+    x = noise()
+    theirs = x.clone()
+    for t in scheduler.timesteps:
+        theirs = scheduler.step(flow_model(theirs, t.expand(3)), t, theirs).prev_sample
+    ours = S.flow_euler(flow_model, x.clone(), steps)
+    torch.testing.assert_close(ours, theirs.to(torch.float64), rtol=0, atol=1e-6)
+
+
+def test_flow_matching_loss_mixes_data_and_noise_and_targets_the_velocity():
+    x0, eps = torch.randn(4, 1, 2, 2), torch.randn(4, 1, 2, 2)
+    t = torch.tensor([0.1, 0.5, 0.9, 0.25], dtype=torch.float64)
+    seen = {}
+
+    def oracle(x_t, t_model):  # knows x0 and eps: predicts the velocity exactly
+        seen["x_t"], seen["t"] = x_t, t_model
+        return eps - x0
+
+    assert D.training_loss(oracle, x0, None, prediction="flow", t=t, noise=eps).item() == pytest.approx(0.0, abs=1e-10)
+    weight = t.float().reshape(-1, 1, 1, 1)
+    torch.testing.assert_close(seen["x_t"], (1 - weight) * x0 + weight * eps)
+    assert seen["t"].dtype == torch.float32 and seen["t"].tolist() == pytest.approx([100.0, 500.0, 900.0, 250.0])
+    drawn = D.flow_matching_loss(lambda x, t: torch.zeros_like(x), x0, generator=torch.Generator().manual_seed(0))
+    assert drawn.item() > 0
+
+
+def test_euler_only_for_flow_models():
+    model = flow_model
+    with pytest.raises(ValueError, match="the euler sampler is for rectified-flow models"):
+        S.sample(model, (2, 1, 4, 4), D.make_schedule(), sampler="euler", steps=4, prediction="eps")
+    with pytest.raises(ValueError, match="the euler sampler is for rectified-flow models"):
+        S.sample(model, (2, 1, 4, 4), D.make_schedule(), sampler="ddpm", steps=4, prediction="flow")
+    out = S.sample(model, (2, 1, 4, 4), D.make_schedule(), sampler="euler", steps=4, prediction="flow")
+    assert out.shape == (2, 1, 4, 4) and out.dtype == torch.float32

@@ -72,7 +72,7 @@ class DiffusionConfig:
     num_timesteps: int = 1000  # T
     beta_start: float = 1e-4  # linear schedule only
     beta_end: float = 0.02
-    prediction: Literal["eps", "v"] = "eps"
+    prediction: Literal["eps", "v", "flow"] = "eps"  # flow: rectified flow (SD3), sampled with sample.sampler=euler
     min_snr_gamma: float | None = 5.0  # Min-SNR-gamma loss weighting (Hang et al. 2023); null = off
     continuous: bool = False  # t ~ U(1/T, 1); the model receives 1000 * t
 
@@ -101,8 +101,8 @@ class TrainConfig:
 
 @dataclass
 class SampleConfig:
-    sampler: Literal["ddpm", "ddim", "dpm++2m", "heun"] = (
-        "ddpm"  # ancestral (Ho et al. Alg. 2), DDIM, DPM-Solver++(2M), Heun
+    sampler: Literal["ddpm", "ddim", "dpm++2m", "heun", "euler"] = (
+        "ddpm"  # ancestral (Ho et al. Alg. 2), DDIM, DPM-Solver++(2M), Heun; euler for flow models
     )
     steps: int = 100  # respaced to this many of the T steps
     eta: float = 0.0  # DDIM only: 0 = deterministic
@@ -253,6 +253,16 @@ def check_run_config(cfg: RunConfig) -> None:
     _positive(
         cfg, "diffusion", ("num_timesteps", "beta_start", "beta_end", "min_snr_gamma"), allow_none=("min_snr_gamma",)
     )
+    if (d.prediction == "flow") != (s.sampler == "euler"):
+        raise ConfigError(
+            f"diffusion.prediction = {d.prediction!r} with sample.sampler = {s.sampler!r}: rectified flow "
+            "(prediction flow) samples with sample.sampler=euler, and euler samples only flow models"
+        )
+    if d.prediction == "flow" and (d.min_snr_gamma is not None or d.continuous):
+        raise ConfigError(
+            "diffusion.prediction = 'flow' has its own time distribution and weighting: set "
+            "diffusion.min_snr_gamma=null (and diffusion.continuous=false)"
+        )
     if not d.beta_start < d.beta_end <= 1:
         raise _fail("diffusion.beta_end", d.beta_end, f"expected diffusion.beta_start = {d.beta_start} < beta_end <= 1")
     names = (

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 Model = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-PREDICTIONS = ("eps", "v")
+PREDICTIONS = ("eps", "v", "flow")
 SPACINGS = ("evenly", "leading", "trailing")
 
 
@@ -214,13 +214,16 @@ def training_loss(
 ) -> torch.Tensor:
     """Ho et al. Algorithm 1: t ~ U{0..T-1}, eps ~ N(0, I), loss = ||target - model(x_t, t)||^2.
 
-    Target eps (``prediction="eps"``) or v. Per-sample MSE over pixels, then the batch mean, in float32.
+    Target eps (``prediction="eps"``) or v; ``prediction="flow"`` is rectified flow instead, see
+    :func:`flow_matching_loss` (the schedule is not used). Per-sample MSE over pixels, then the batch mean, in float32.
     ``min_snr_gamma``: Min-SNR-gamma weighting (Hang et al. 2023): w = min(SNR, gamma) / SNR for eps and
     min(SNR, gamma) / (SNR + 1) for v. Continuous schedules draw t ~ U(1/T, 1) (``t`` then holds floats).
     ``t`` and ``noise`` may be passed to make the draw explicit (tests, resume).
     """
     if prediction not in PREDICTIONS:
         raise ValueError(f"prediction={prediction!r} is not one of {PREDICTIONS}")
+    if prediction == "flow":
+        return flow_matching_loss(model, x0, generator=generator, t=t, noise=noise)
     B, dev = x0.shape[0], generator.device if generator is not None else x0.device  # noqa: N806
     if schedule.continuous is None:
         if t is None:
@@ -243,3 +246,25 @@ def training_loss(
         weight = snr.clamp(max=min_snr_gamma) / (snr if prediction == "eps" else snr + 1)
         per_sample = per_sample * weight.float().to(x0.device)
     return per_sample.mean()
+
+
+def flow_matching_loss(
+    model: Model,
+    x0: torch.Tensor,
+    *,
+    generator: torch.Generator | None = None,
+    t: torch.Tensor | None = None,
+    noise: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Rectified flow (Liu et al. 2022; Esser et al. 2024, "SD3", sec. 2-3): x_t = (1 - t) x0 + t eps,
+    the model predicts the velocity u = eps - x0 and sees ``1000 t`` (float32, as SD3's scheduler
+    timesteps). t ~ logit-normal(0, 1), SD3's choice (sec. 3.1), unless ``t`` (float [B] in (0, 1)) is given."""
+    if t is None:
+        dev = generator.device if generator is not None else x0.device
+        t = torch.sigmoid(torch.randn(x0.shape[0], generator=generator, device=dev, dtype=torch.float64))
+    t64 = t.cpu().to(torch.float64)
+    if noise is None:
+        noise = randn(x0.shape, generator, x0)
+    x_t = coef(1 - t64, x0) * x0 + coef(t64, x0) * noise
+    out = model(x_t, (1000 * t64).float().to(x0.device)).float()
+    return (out - (noise - x0).float()).pow(2).flatten(1).mean(1).mean()

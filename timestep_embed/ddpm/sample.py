@@ -31,6 +31,8 @@ def describe_sampling(cfg: RunConfig) -> str:
     """A one-line caption of how ``cfg.sample`` draws: sampler, steps, seed."""
     s = cfg.sample
     names = {"ddpm": "ancestral DDPM", "ddim": f"DDIM (eta {s.eta:g})", "dpm++2m": "DPM-Solver++(2M)", "heun": "Heun"}
+    if s.sampler == "euler":
+        return f"rectified flow, Euler, {s.steps} steps, seed {s.seed}"
     name = names[s.sampler]
     return f"{name}, {s.steps} of {cfg.diffusion.num_timesteps} steps ({s.spacing}), seed {s.seed}"
 

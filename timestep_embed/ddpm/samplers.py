@@ -7,7 +7,9 @@ Over a :class:`~timestep_embed.ddpm.diffusion.Schedule`, on a subsequence of its
 * ``"dpm++2m"``: DPM-Solver++(2M), Lu et al. 2022 ("DPM-Solver++", Algorithm 2, data prediction,
   multistep second order), the first step and the last (to sigma = 0) first order;
 * ``"heun"``: Karras et al. 2022 (EDM), Algorithm 1 with S_churn = 0: Heun's second-order method on
-  the probability-flow ODE in sigma = sqrt((1 - abar) / abar), the last step (to sigma = 0) Euler.
+  the probability-flow ODE in sigma = sqrt((1 - abar) / abar), the last step (to sigma = 0) Euler;
+* ``"euler"``: for rectified-flow models (``prediction="flow"``) only: Euler steps of dx/dt = u from
+  t = 1 to 0 (Liu et al. 2022), on diffusers' ``FlowMatchEulerDiscreteScheduler`` grid.
 
 The model is an argument, called as ``model(x_t, t_model)`` (see :mod:`~timestep_embed.ddpm.diffusion`)
 with the VP-scaled ``x_t`` in every sampler. ``dpm_solver_2m`` and ``heun`` run in the dtype of ``x``
@@ -22,9 +24,9 @@ import torch
 
 from .diffusion import Model, Schedule, coef, predict_x0_eps, randn, respace, timestep_subsequence
 
-__all__ = ["SAMPLERS", "ddpm_step", "ddim_step", "dpm_solver_2m", "heun", "sample"]
+__all__ = ["SAMPLERS", "ddpm_step", "ddim_step", "dpm_solver_2m", "heun", "flow_euler", "sample"]
 
-SAMPLERS = ("ddpm", "ddim", "dpm++2m", "heun")
+SAMPLERS = ("ddpm", "ddim", "dpm++2m", "heun", "euler")
 
 
 def ddpm_step(out, x_t, i: int, schedule: Schedule, *, generator=None, prediction="eps", clip_x0=True):
@@ -152,6 +154,18 @@ def heun(
     return x
 
 
+def flow_euler(model: Model, x: torch.Tensor, steps: int, num_train_timesteps: int = 1000) -> torch.Tensor:
+    """Euler on the rectified flow dx/dt = u(x, t) from noise ``x`` at t = 1 to t = 0; returns x0.
+
+    The grid is diffusers' ``FlowMatchEulerDiscreteScheduler`` (shift 1): t_k = linspace(1, 1/T, steps),
+    then 0; the model sees ``1000 t_k`` and x_{k+1} = x_k + (t_{k+1} - t_k) u. One model call a step."""
+    grid = torch.linspace(1.0, 1.0 / num_train_timesteps, steps, dtype=torch.float64).tolist() + [0.0]
+    for t, t_next in zip(grid[:-1], grid[1:], strict=True):
+        u = model(x, torch.full((x.shape[0],), 1000 * t, dtype=torch.float32, device=x.device)).to(x.dtype)
+        x = x + (t_next - t) * u
+    return x
+
+
 @torch.no_grad()
 def sample(
     model: Model,
@@ -177,8 +191,15 @@ def sample(
     Model calls: ``steps`` for ancestral, DDIM and DPM-Solver++(2M), ``2 * steps - 1`` for Heun."""
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler={sampler!r} is not one of {SAMPLERS}")
+    if (sampler == "euler") != (prediction == "flow"):
+        raise ValueError(
+            f"sampler={sampler!r} with prediction={prediction!r}: the euler sampler is for rectified-flow "
+            "models (prediction 'flow') and those take no other sampler"
+        )
     device = torch.device(device) if device is not None else (x_T.device if x_T is not None else torch.device("cpu"))
     x = x_T.to(device, torch.float32) if x_T is not None else randn(shape, generator, torch.empty(0, device=device))
+    if sampler == "euler":
+        return flow_euler(_maybe_progress(model, progress, sampler), x, steps or schedule.T, schedule.T).float()
     subsequence = timestep_subsequence(schedule.T, steps or schedule.T, spacing)
     if sampler in ("dpm++2m", "heun"):
         net = _maybe_progress(model, progress, sampler)

@@ -24,7 +24,7 @@ from .config import RunConfig, replace_section
 from .configfile import ConfigError, config_to_dict
 from .plots import save_grid_png
 from .runtime import Runtime, broadcast_float
-from .sample import generate
+from .sample import describe_sampling, generate
 
 __all__ = [
     "Budget",
@@ -200,8 +200,9 @@ def load_training_state(path, model, ema, opt, gen, rt: Runtime) -> tuple[int, f
 def save_progress_grid(ema, cfg: RunConfig, rt: Runtime, path: Path, step: int, n: int = 16, steps: int = 20) -> None:
     """A quick look during training: ``n`` EMA samples with ``steps`` ancestral steps, as a PNG grid.
     Uses its own generator (cfg.sample.seed), so the training's random stream is untouched."""
-    quick = replace_section(cfg, "sample", sampler="ddpm", num_samples=n, batch_size=n, steps=steps)
-    caption = f"step {step}, EMA weights, {n} samples, ancestral DDPM, {steps} steps"
+    sampler = "euler" if cfg.diffusion.prediction == "flow" else "ddpm"
+    quick = replace_section(cfg, "sample", sampler=sampler, num_samples=n, batch_size=n, steps=steps)
+    caption = f"step {step}, EMA weights, {n} samples, {describe_sampling(quick)}"
     save_grid_png(generate(ema, quick, rt.device, bf16=rt.bf16), path, nrow=8, caption=caption)
 
 
