@@ -45,3 +45,13 @@ def test_compare_peers_says_how_to_install_lucidrains(tmp_path):
     result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "pip install --no-deps denoising-diffusion-pytorch" in result.stderr
+
+
+def test_levers_smoke(tmp_path):
+    cmd = [sys.executable, str(ROOT / "scripts" / "levers.py"), "--config", "smoke", "--steps", "3",
+           "--levers", "base", "flow", "--out", str(tmp_path / "levers")]  # fmt: skip
+    env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache")}
+    result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = (tmp_path / "levers" / "levers.md").read_text()
+    assert "| base | - | 0 |" in table and "| flow | diffusion.prediction=flow" in table
