@@ -68,7 +68,7 @@ class UNetConfig:
 
 @dataclass
 class DiffusionConfig:
-    schedule: Literal["linear", "cosine"] = "linear"  # Ho et al. 2020 / Nichol & Dhariwal 2021
+    schedule: Literal["linear", "cosine"] = "cosine"  # Nichol & Dhariwal 2021 / Ho et al. 2020
     num_timesteps: int = 1000  # T
     beta_start: float = 1e-4  # linear schedule only
     beta_end: float = 0.02
