@@ -218,6 +218,9 @@ def test_rectified_flow_needs_its_sampler_and_no_min_snr():
     assert load_run_config(None, flow).diffusion.prediction == "flow"
     with pytest.raises(ConfigError, match=r"rectified flow \(prediction flow\) samples with sample.sampler=euler"):
         load_run_config(None, flow[:2])
+    with pytest.raises(ConfigError, match="'heun' with diffusion.schedule = 'cosine'"):
+        load_run_config(None, ["sample.sampler=heun"])  # the main job's cosine schedule
+    assert load_run_config(None, ["sample.sampler=heun", "diffusion.schedule=linear"]).sample.sampler == "heun"
     with pytest.raises(ConfigError, match="euler samples only flow models"):
         load_run_config(None, ["sample.sampler=euler"])
     with pytest.raises(ConfigError, match="set diffusion.min_snr_gamma=null"):
