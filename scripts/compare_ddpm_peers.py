@@ -110,7 +110,7 @@ def train_loop(cfg, minutes: float, model, loss_fn, name: str, lr: float, betas=
         dt = time.perf_counter() - t0
         elapsed += dt
         tuner.step(dt)
-        bar.update(dt)
+        bar.update(min(dt, bar.total - bar.n))  # the last step overshoots the budget
         bar.set_postfix(loss=f"{loss.item():.4f}", steps_s=f"{step / elapsed:.2f}")
     bar.close()
     stats = {
