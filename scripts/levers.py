@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""A/B of training levers for the MNIST DDPM: the main config with one change at a time, equal steps.
+"""A/B of training levers for the MNIST DDPM: one change at a time from a fixed reference, equal steps.
 
     python scripts/levers.py --steps 2000                       # every lever, seed 0 (~15 min each on 2 cores)
     python scripts/levers.py --steps 2000 --levers base v_pred --seeds 0 1
