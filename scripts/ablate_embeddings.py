@@ -230,8 +230,16 @@ def plot(rows: list[dict], out: Path, budget: str) -> list[Path]:
     fig = new_figure(9, 5.5)
     ax = fig.subplots()
     centers = (np.arange(BANDS) + 0.5) / BANDS
-    for r, marker in zip(rows, "osD^v<>ph*", strict=False):  # distinct markers: equal curves stay visible
-        ax.plot(centers, r["bands"], marker=marker, mfc="none", ms=8, label=f"{r['variant']} ({r['seeds']} seeds)")
+    markers = "osD^v<>ph*Xd"  # distinct markers: equal curves stay visible
+    for i, r in enumerate(rows):
+        ax.plot(
+            centers,
+            r["bands"],
+            marker=markers[i % len(markers)],
+            mfc="none",
+            ms=8,
+            label=f"{r['variant']} ({r['seeds']} seeds)",
+        )
     ax.set(
         yscale="log",
         xlabel="timestep band (fraction of T, noisier to the right)",
