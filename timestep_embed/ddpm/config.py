@@ -57,7 +57,7 @@ class UNetConfig:
     image_size: int = 28  # input height = width
     in_channels: int = 1
     unshuffle: int = 2  # pixel-unshuffle factor at the input (1 = off); 28x28x1 -> 14x14x4
-    channels: tuple[int, ...] = (64, 128)  # per level, highest resolution first
+    channels: tuple[int, ...] = (32, 64)  # per level, highest resolution first
     num_res_blocks: int = 1  # per level on the way down (one more on the way up, as ADM)
     attention_levels: tuple[int, ...] = ()  # levels whose ResBlocks get self-attention (0 = highest res)
     emb_dim: int = 256  # what every ResBlock receives from the time embedder
@@ -79,8 +79,8 @@ class DiffusionConfig:
 
 @dataclass
 class TrainConfig:
-    minutes: float | None = 10.0  # wall-clock training budget; the LR decays by elapsed time
-    job_minutes: float | None = 14.0  # with minutes: cap on the whole job (training stops early to fit sampling)
+    minutes: float | None = 11.0  # wall-clock training budget; the LR decays by elapsed time
+    job_minutes: float | None = 12.0  # with minutes: cap on the whole job (training stops early to fit sampling)
     steps: int | None = None  # step budget instead (exact and repeatable); set minutes: null
     batch_size: int = 64  # global: split over the torchrun processes
     lr: float = 2e-3
@@ -104,7 +104,7 @@ class SampleConfig:
     sampler: Literal["ddpm", "ddim", "dpm++2m", "heun", "euler"] = (
         "ddpm"  # ancestral (Ho et al. Alg. 2), DDIM, DPM-Solver++(2M), Heun; euler for flow models
     )
-    steps: int = 100  # respaced to this many of the T steps
+    steps: int = 20  # respaced to this many of the T steps
     eta: float = 0.0  # DDIM only: 0 = deterministic
     spacing: Literal["evenly", "leading", "trailing"] = "evenly"
     num_samples: int = 500
