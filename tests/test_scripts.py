@@ -55,3 +55,17 @@ def test_levers_smoke(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     table = (tmp_path / "levers" / "levers.md").read_text()
     assert "| base | - | 0 |" in table and "| flow | diffusion.prediction=flow" in table
+
+
+def test_ema_lengths_smoke(tmp_path):
+    cmd = [sys.executable, str(ROOT / "scripts" / "ema_lengths.py"), "--config", "smoke", "--gammas", "0", "8",
+           "--set", "train.steps=4", "sample.num_samples=8", "sample.batch_size=8",
+           "--out", str(tmp_path / "ema")]  # fmt: skip
+    env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache")}
+    result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = json.loads((tmp_path / "ema" / "ema_lengths.json").read_text())["rows"]
+    assert list(rows)[1:] == ["raw weights", "power EMA, gamma 0", "power EMA, gamma 8"]
+    assert all(r["fd"] > 0 and 0 < r["confidence"] <= 1 for r in rows.values())
+    bad = subprocess.run([*cmd[:2], "--gammas", "-1"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--gammas" in bad.stderr and "Traceback" not in bad.stderr
