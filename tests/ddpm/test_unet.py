@@ -67,10 +67,10 @@ def test_unet_output_shape_equals_input_shape(config):
 
 
 def test_presets_build():
-    for cfg in (UNetConfig(), UNetConfig(image_size=32, channels=(32, 64))):
+    for cfg in (UNetConfig(), UNetConfig(image_size=32, channels=(64, 128))):
         model = UNet(cfg)
         assert model(torch.randn(1, 1, cfg.image_size, cfg.image_size), torch.tensor([5])).shape[-1] == cfg.image_size
-    assert 2e6 < count_parameters(UNet(UNetConfig())) < 4e6
+    assert 0.8e6 < count_parameters(UNet(UNetConfig())) < 0.95e6  # the 0.87M the docs state for the main job
 
 
 def test_every_residual_branch_and_the_output_are_zero_at_init():
