@@ -220,8 +220,8 @@ def main() -> int:
     if any(c.startswith("lucidrains") for c in args.contenders):
         import_lucidrains()  # fail before anything trains
 
-    # 100 sampling steps for every contender (the peers' DDIM and diffusers' ancestral default to it);
-    # our UNet at 64/128 channels, the width the peers' parameter counts are matched to
+    # Pinned to the recorded table (docs/ddpm.md): 100 sampling steps for every contender, and our UNet
+    # at 64/128 channels, the width the peers' parameter counts are matched to
     over = [f"train.minutes={args.minutes}", "train.job_minutes=null", f"sample.num_samples={args.num_samples}"]
     over += ["sample.steps=100", "model.channels=[64,128]"]
     cfg = load_run_config(args.config, over)

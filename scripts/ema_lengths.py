@@ -46,6 +46,9 @@ def main(argv=None) -> int:
         print(f"error: --gammas must be >= 0, got {args.gammas}", file=sys.stderr)
         return 2
     cfg = load_run_config(args.config, args.set)
+    if not cfg.eval.enabled:
+        print("error: eval.enabled = false: this script scores every average with the evaluator", file=sys.stderr)
+        return 2
     averages: dict[float, torch.nn.Module] = {}
     own_update = train.update_ema
 

@@ -69,3 +69,6 @@ def test_ema_lengths_smoke(tmp_path):
     assert all(r["fd"] > 0 and 0 < r["confidence"] <= 1 for r in rows.values())
     bad = subprocess.run([*cmd[:2], "--gammas", "-1"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--gammas" in bad.stderr and "Traceback" not in bad.stderr
+    no_eval = [*cmd[:2], "--set", "eval.enabled=false"]
+    off = subprocess.run(no_eval, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert off.returncode == 2 and "eval.enabled" in off.stderr and "Traceback" not in off.stderr
