@@ -72,3 +72,24 @@ def test_ema_lengths_smoke(tmp_path):
     no_eval = [*cmd[:2], "--set", "eval.enabled=false"]
     off = subprocess.run(no_eval, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert off.returncode == 2 and "eval.enabled" in off.stderr and "Traceback" not in off.stderr
+
+
+def test_sampler_table_smoke(tmp_path):
+    env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache")}
+    train = [sys.executable, "-m", "timestep_embed", "train", "--config", "smoke", "--out-dir", str(tmp_path / "run"),
+             "train.steps=2", "sample.num_samples=8", "sample.batch_size=8"]  # fmt: skip
+    assert subprocess.run(train, cwd=tmp_path, env=env, capture_output=True, timeout=300).returncode == 0
+    rows = ["sample.steps=3", "sample.sampler=heun,sample.steps=2,sample.spacing=karras"]
+    cmd = [sys.executable, str(ROOT / "scripts" / "sampler_table.py"), str(tmp_path / "run"), "--seeds", "0", "1",
+           "--rows", *rows]  # fmt: skip
+    result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = json.loads((tmp_path / "run" / "sampler_table.json").read_text())["rows"]
+    assert [r["row"] for r in table] == rows and [r["calls"] for r in table] == [3, 3]
+    assert all(len(r["seeds"]) == 2 and r["seeds"][0]["fd"] > 0 for r in table)
+    assert f"| `{rows[1]}` | 3 |" in result.stdout
+    bad = subprocess.run([*cmd[:3], "--rows", "sample.sampler=nope"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert bad.returncode == 2 and "--rows" in bad.stderr and "Traceback" not in bad.stderr
+    missing = subprocess.run([*cmd[:2], str(tmp_path / "nothing")], capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "no checkpoint.safetensors" in missing.stderr

@@ -221,6 +221,12 @@ def test_rectified_flow_needs_its_sampler_and_no_min_snr():
     with pytest.raises(ConfigError, match="'heun' with diffusion.schedule = 'cosine'"):
         load_run_config(None, ["sample.sampler=heun"])  # the main job's cosine schedule
     assert load_run_config(None, ["sample.sampler=heun", "diffusion.schedule=linear"]).sample.sampler == "heun"
+    karras = load_run_config(None, ["sample.sampler=heun", "sample.spacing=karras"])  # capped at sigma_max
+    assert (karras.sample.spacing, karras.sample.sigma_max) == ("karras", 80.0)
+    with pytest.raises(ConfigError, match=r"sample.spacing = 'karras': .* dpm\+\+2m or heun, not 'ddpm'"):
+        load_run_config(None, ["sample.spacing=karras"])
+    with pytest.raises(ConfigError, match=r"sample.sigma_max = -1.0: expected > 0"):
+        load_run_config(None, ["sample.sampler=heun", "sample.spacing=karras", "sample.sigma_max=-1"])
     with pytest.raises(ConfigError, match="euler samples only flow models"):
         load_run_config(None, ["sample.sampler=euler"])
     with pytest.raises(ConfigError, match="set diffusion.min_snr_gamma=null"):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from timestep_embed.ddpm import diffusion as D
 from timestep_embed.ddpm import samplers as S
@@ -112,6 +114,96 @@ def test_heun_equals_diffusers(beta_schedule, prediction, steps):
     assert seen == pytest.approx(model_times, abs=1e-4)  # the same model calls at the same times
     assert len(seen) == 2 * steps - 1
     assert (ours - theirs).abs().max() <= 1e-6
+
+
+@pytest.mark.parametrize("beta_schedule", ["linear", "squaredcos_cap_v2"])
+@pytest.mark.parametrize("sigma_max", [None, 80.0])
+@pytest.mark.parametrize("steps", [2, 5, 20])  # one step: diffusers' grid is [sigma_min], ours [sigma_max]
+def test_karras_grid_equals_diffusers(beta_schedule, sigma_max, steps):
+    """Noise levels and model times of diffusers' ``use_karras_sigmas=True`` (EulerDiscreteScheduler, whose
+    config has the ``sigma_max`` cap; its Heun and DPM-Solver schedulers share ``_convert_to_karras``)."""
+    scheduler = diffusers.EulerDiscreteScheduler(
+        beta_schedule=beta_schedule, use_karras_sigmas=True, sigma_max=sigma_max
+    )
+    scheduler.set_timesteps(steps)
+    sigmas, indices = S.karras_grid(schedule_of(scheduler), steps, sigma_max=sigma_max)
+    theirs = scheduler.sigmas[:-1].double()
+    assert float(scheduler.sigmas[-1]) == 0.0
+    assert torch.allclose(torch.tensor(sigmas, dtype=torch.float64), theirs, rtol=1e-6, atol=0)
+    assert indices == pytest.approx(scheduler.timesteps.tolist(), abs=2e-3)  # theirs: float32 numpy interpolation
+    if sigma_max is not None:
+        assert sigmas[0] == sigma_max
+
+
+@pytest.mark.parametrize("prediction", ["epsilon", "v_prediction"])
+@pytest.mark.parametrize("steps", [4, 12])
+def test_heun_on_the_karras_grid_equals_diffusers(prediction, steps):
+    scheduler = diffusers.HeunDiscreteScheduler(prediction_type=prediction, use_karras_sigmas=True)
+    scheduler.set_timesteps(steps)
+    schedule, x, model = schedule_of(scheduler), noise(2), fixed_model(scheduler)
+    theirs = x * scheduler.init_noise_sigma
+    for t in scheduler.timesteps:
+        theirs = scheduler.step(model(scheduler.scale_model_input(theirs, t), t.expand(3)), t, theirs).prev_sample
+    sigmas, indices = S.karras_grid(schedule, steps, sigma_max=None)  # diffusers' Heun has no cap
+    ours = S.heun(model, x, schedule, indices, sigmas=sigmas, prediction="eps" if prediction == "epsilon" else "v")
+    assert (ours - theirs).abs().max() <= 1e-6
+
+
+@pytest.mark.parametrize("beta_schedule", ["linear", "scaled_linear"])
+@pytest.mark.parametrize("steps", [10, 20])
+def test_dpm_solver_2m_on_the_karras_grid_equals_diffusers(beta_schedule, steps):
+    """The solver on diffusers' Karras grid. diffusers' DPM-Solver feeds the model integer times there
+    (rounded; truncated for squaredcos_cap_v2, where many coincide and its step counter then overruns
+    its sigmas), while :func:`sample` keeps each sigma's fractional index; so the solver gets its times.
+    (At 5 steps its float32 sample alone is 2e-6 from float64, hence 10 and 20.)"""
+    scheduler = diffusers.DPMSolverMultistepScheduler(beta_schedule=beta_schedule, use_karras_sigmas=True)
+    scheduler.set_timesteps(steps)
+    schedule, x, model = schedule_of(scheduler), noise(3), fixed_model(scheduler)
+    theirs = x.clone()
+    for t in scheduler.timesteps:
+        theirs = scheduler.step(model(theirs, t.expand(3)), t, theirs).prev_sample
+    sigmas, _ = S.karras_grid(schedule, steps, sigma_max=None)
+    assert torch.allclose(torch.tensor(sigmas, dtype=torch.float64), scheduler.sigmas[:-1].double(), rtol=1e-6)
+    ours = S.dpm_solver_2m(model, x, schedule, scheduler.timesteps.tolist(), sigmas=scheduler.sigmas[:-1].tolist())
+    assert (ours - theirs).abs().max() <= 1e-6
+
+
+@given(
+    steps=st.integers(1, 60),
+    sigma_max=st.one_of(st.none(), st.floats(0.5, 1e5)),
+    schedule_name=st.sampled_from(["linear", "cosine"]),
+)
+@settings(max_examples=40, deadline=None)
+def test_karras_grid_descends_within_the_schedule(steps, sigma_max, schedule_name):
+    schedule = D.make_schedule(schedule_name, 1000)
+    sigmas, indices = S.karras_grid(schedule, steps, sigma_max=sigma_max)
+    top, bottom = S._sigma_ve(schedule, 999), S._sigma_ve(schedule, 0)
+    assert len(sigmas) == len(indices) == steps
+    assert sigmas[0] == pytest.approx(top if sigma_max is None else min(sigma_max, top), rel=1e-9)
+    if steps > 1:
+        assert sigmas[-1] == pytest.approx(bottom, rel=1e-9)
+        assert all(a > b for a, b in zip(sigmas, sigmas[1:], strict=False))
+    assert all(0 <= i <= 999 for i in indices) and all(a >= b for a, b in zip(indices, indices[1:], strict=False))
+
+
+def test_karras_spacing_is_for_the_solvers_and_starts_heun_at_sigma_max():
+    schedule = D.make_schedule("cosine", 1000)  # sigma ~2e4 at the last index: the cap matters
+    stds = []
+
+    def recording(x, t):
+        stds.append(x.std().item())
+        return torch.zeros_like(x)
+
+    g = torch.Generator().manual_seed(0)
+    x = S.sample(recording, (2000, 1, 1, 1), schedule, sampler="heun", steps=5, spacing="karras", generator=g)
+    assert stds[0] == pytest.approx(80 / (1 + 80**2) ** 0.5, rel=0.05)  # the model sees x_T / sqrt(1 + 80^2)
+    assert torch.isfinite(x).all()
+    with pytest.raises(ValueError, match="spacing='karras' with sampler='ddpm'"):
+        S.sample(recording, (1, 1, 1, 1), schedule, sampler="ddpm", steps=5, spacing="karras")
+    with pytest.raises(ValueError, match="sigma_max=0"):
+        S.karras_grid(schedule, 5, sigma_max=0)
+    with pytest.raises(ValueError, match=r"sigma_max=0.001: .* above the schedule's smallest sigma"):
+        S.karras_grid(schedule, 5, sigma_max=1e-3)
 
 
 @pytest.mark.parametrize("sampler", ["dpm++2m", "heun"])

@@ -34,6 +34,8 @@ def describe_sampling(cfg: RunConfig) -> str:
     if s.sampler == "euler":
         return f"rectified flow, Euler, {s.steps} steps, seed {s.seed}"
     name = names[s.sampler]
+    if s.spacing == "karras":
+        return f"{name}, {s.steps} Karras noise levels from sigma {s.sigma_max:g}, seed {s.seed}"
     return f"{name}, {s.steps} of {cfg.diffusion.num_timesteps} steps ({s.spacing}), seed {s.seed}"
 
 
@@ -79,6 +81,7 @@ def generate(
                 sampler=s.sampler,
                 steps=s.steps,
                 spacing=s.spacing,
+                sigma_max=s.sigma_max,
                 eta=s.eta,
                 generator=gen,
                 prediction=cfg.diffusion.prediction,

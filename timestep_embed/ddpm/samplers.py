@@ -11,6 +11,10 @@ Over a :class:`~timestep_embed.ddpm.diffusion.Schedule`, on a subsequence of its
 * ``"euler"``: for rectified-flow models (``prediction="flow"``) only: Euler steps of dx/dt = u from
   t = 1 to 0 (Liu et al. 2022), on diffusers' ``FlowMatchEulerDiscreteScheduler`` grid.
 
+The solvers (``dpm++2m``, ``heun``) also take the grid of Karras et al. 2022, eq. 5 (``spacing="karras"``,
+:func:`karras_grid`): noise levels evenly spaced in sigma^(1/rho), rho = 7, from ``sigma_max`` down to
+the schedule's smallest sigma, the model called at the fractional index of each sigma.
+
 The model is an argument, called as ``model(x_t, t_model)`` (see :mod:`~timestep_embed.ddpm.diffusion`)
 with the VP-scaled ``x_t`` in every sampler. ``dpm_solver_2m`` and ``heun`` run in the dtype of ``x``
 (float64 in the parity tests against diffusers' ``DPMSolverMultistepScheduler`` and ``HeunDiscreteScheduler``).
@@ -18,15 +22,17 @@ with the VP-scaled ``x_t`` in every sampler. ``dpm_solver_2m`` and ``heun`` run 
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import torch
 
 from .diffusion import Model, Schedule, coef, predict_x0_eps, randn, respace, timestep_subsequence
 
-__all__ = ["SAMPLERS", "ddpm_step", "ddim_step", "dpm_solver_2m", "heun", "flow_euler", "sample"]
+__all__ = ["SAMPLERS", "ddpm_step", "ddim_step", "dpm_solver_2m", "heun", "flow_euler", "karras_grid", "sample"]
 
 SAMPLERS = ("ddpm", "ddim", "dpm++2m", "heun", "euler")
+KARRAS_SAMPLERS = ("dpm++2m", "heun")  # the samplers that take a grid of noise levels, not of indices
 
 
 def ddpm_step(out, x_t, i: int, schedule: Schedule, *, generator=None, prediction="eps", clip_x0=True):
@@ -66,20 +72,52 @@ def ddim_step(out, x_t, i: int, schedule: Schedule, *, eta=0.0, generator=None, 
     return x_prev, x0_hat
 
 
-def _vp(schedule: Schedule, index: float) -> tuple[float, float]:
-    """(alpha, sigma) = (sqrt(abar), sqrt(1 - abar)) at a (fractional) index, sigma_VE interpolated
-    linearly between the steps as diffusers and k-diffusion do."""
-    s_ve = _sigma_ve(schedule, index)
-    alpha = 1.0 / math.sqrt(s_ve**2 + 1.0)
-    return alpha, s_ve * alpha
-
-
 def _sigma_ve(schedule: Schedule, index: float) -> float:
+    """sigma_VE = sqrt((1 - abar) / abar) at a (fractional) index, linear between the steps (diffusers, k-diffusion)."""
     abar = schedule.alphas_cumprod
     lo = min(int(math.floor(index)), schedule.T - 1)
     hi, frac = min(lo + 1, schedule.T - 1), index - lo
     s_lo, s_hi = (float(((1 - abar[k]) / abar[k]).sqrt()) for k in (lo, hi))
     return s_lo + frac * (s_hi - s_lo)
+
+
+def karras_grid(
+    schedule: Schedule, steps: int, *, sigma_max: float | None = 80.0, rho: float = 7.0
+) -> tuple[list[float], list[float]]:
+    """The noise levels of Karras et al. 2022, eq. 5, and the fractional indices where ``schedule`` has them.
+
+    sigma_i = (s_max^(1/rho) + i / (steps - 1) (s_min^(1/rho) - s_max^(1/rho)))^rho, i = 0 .. steps - 1, with
+    s_min the schedule's sigma_VE at index 0 and s_max = min(``sigma_max``, its sigma at T - 1) (``None``: no
+    cap). The indices interpolate linearly in log sigma. That is diffusers' ``use_karras_sigmas=True``
+    (``_convert_to_karras``, ``_sigma_to_t``), whose cap is ``EulerDiscreteScheduler``'s ``sigma_max``;
+    the default 80 is EDM's. The cap is what lets Heun start on the cosine schedule, whose last sigma is ~2e4.
+    """
+    if steps < 1:
+        raise ValueError(f"steps={steps!r}: expected a positive number of noise levels")
+    if sigma_max is not None and not (math.isfinite(sigma_max) and sigma_max > 0):
+        raise ValueError(f"sigma_max={sigma_max!r}: expected a positive finite noise level, or None for no cap")
+    top, s_min = _sigma_ve(schedule, schedule.T - 1), _sigma_ve(schedule, 0)
+    if sigma_max is not None and sigma_max <= s_min:
+        raise ValueError(
+            f"sigma_max={sigma_max!r}: expected a noise level above the schedule's smallest sigma {s_min:.4g}"
+        )
+    s_max = top if sigma_max is None else min(sigma_max, top)
+    lo, hi = s_min ** (1 / rho), s_max ** (1 / rho)
+    sigmas = [(hi + (i / max(steps - 1, 1)) * (lo - hi)) ** rho for i in range(steps)]
+    return sigmas, [_index_of_sigma(schedule, s) for s in sigmas]
+
+
+def _index_of_sigma(schedule: Schedule, sigma: float) -> float:
+    """The fractional index where the schedule's sigma_VE is ``sigma``, linear in log sigma between
+    neighbouring steps and clamped to [0, T - 1] (diffusers' ``_sigma_to_t``, k-diffusion's ``sigma_to_t``)."""
+    if schedule.T == 1:
+        return 0.0
+    abar = schedule.alphas_cumprod
+    log_sigmas = (0.5 * ((1 - abar) / abar).log()).tolist()  # ascending in the index
+    target = math.log(sigma)
+    hi = min(max(bisect.bisect_left(log_sigmas, target), 1), schedule.T - 1)
+    w = (target - log_sigmas[hi - 1]) / (log_sigmas[hi] - log_sigmas[hi - 1])
+    return hi - 1 + min(max(w, 0.0), 1.0)
 
 
 def _model_time(schedule: Schedule, index: float, batch: int, device) -> torch.Tensor:
@@ -99,7 +137,14 @@ def _x0(out: torch.Tensor, x: torch.Tensor, alpha: float, sigma: float, predicti
 
 
 def dpm_solver_2m(
-    model: Model, x: torch.Tensor, schedule: Schedule, timesteps, *, prediction: str = "eps", clip_x0: bool = False
+    model: Model,
+    x: torch.Tensor,
+    schedule: Schedule,
+    timesteps,
+    *,
+    sigmas=None,
+    prediction: str = "eps",
+    clip_x0: bool = False,
 ) -> torch.Tensor:
     """DPM-Solver++(2M) (Lu et al. 2022, Algorithm 2) from ``x`` (VP-scaled, at ``timesteps[0]``) down
     ``timesteps`` (descending indices of ``schedule``) and a last step to sigma = 0; returns x0.
@@ -108,8 +153,10 @@ def dpm_solver_2m(
     x_next = (sigma_next / sigma) x - alpha_next (e^-h - 1) [D + (D - D_prev) / (2 r)], r = h_prev / h;
     the first step and the last use D alone (first order). diffusers' ``DPMSolverMultistepScheduler``
     with its defaults (``solver_order=2``, ``"dpmsolver++"``, ``"midpoint"``, ``final_sigmas_type="zero"``).
+    ``sigmas``: the grid's sigma_VE, one per timestep (:func:`karras_grid`); by default the schedule's at ``timesteps``.
     """
-    points = [_vp(schedule, float(t)) for t in timesteps] + [(1.0, 0.0)]
+    sigmas = [_sigma_ve(schedule, float(t)) for t in timesteps] if sigmas is None else [float(s) for s in sigmas]
+    points = [(1.0 / math.sqrt(1.0 + s**2), s / math.sqrt(1.0 + s**2)) for s in sigmas] + [(1.0, 0.0)]
     lambdas = [math.log(a) - math.log(s) if s > 0 else math.inf for a, s in points]
     previous = None
     for k, t in enumerate(timesteps):
@@ -128,7 +175,14 @@ def dpm_solver_2m(
 
 
 def heun(
-    model: Model, x: torch.Tensor, schedule: Schedule, timesteps, *, prediction: str = "eps", clip_x0: bool = False
+    model: Model,
+    x: torch.Tensor,
+    schedule: Schedule,
+    timesteps,
+    *,
+    sigmas=None,
+    prediction: str = "eps",
+    clip_x0: bool = False,
 ) -> torch.Tensor:
     """Heun's method on the probability-flow ODE in sigma (Karras et al. 2022, Algorithm 1, S_churn = 0)
     from unit noise ``x`` (scaled to N(0, sigma_0^2) at ``timesteps[0]``) down ``timesteps`` (descending,
@@ -136,8 +190,11 @@ def heun(
 
     In x = x0 + sigma eps (VE scaling) with D(x, sigma) the data prediction and dx/dsigma = (x - D) / sigma;
     the model sees x / sqrt(1 + sigma^2), as diffusers' ``HeunDiscreteScheduler`` and k-diffusion do.
+    ``sigmas``: the grid's sigma_VE, one per timestep (:func:`karras_grid`); by default the schedule's at ``timesteps``.
     """
-    sigmas = [_sigma_ve(schedule, float(t)) for t in timesteps] + [0.0]
+    if sigmas is None:
+        sigmas = [_sigma_ve(schedule, float(t)) for t in timesteps]
+    sigmas = [float(s) for s in sigmas] + [0.0]
     x = x * sigmas[0]  # Algorithm 1: x ~ N(0, sigma_0^2 I) from the unit noise x (as k-diffusion, diffusers)
 
     def slope(x_ve: torch.Tensor, k: int) -> torch.Tensor:
@@ -175,6 +232,7 @@ def sample(
     sampler: str = "ddpm",
     steps: int | None = None,
     spacing: str = "evenly",
+    sigma_max: float | None = 80.0,
     eta: float = 0.0,
     generator: torch.Generator | None = None,
     prediction: str = "eps",
@@ -185,8 +243,10 @@ def sample(
 ) -> torch.Tensor:
     """Draw samples [*shape] (float32) with ``sampler`` (see the module docstring) over all T steps
     (``steps=None``) or over ``steps`` of them chosen by ``spacing`` (the model always receives the
-    original time values). x_T ~ N(0, I) is drawn with ``generator`` unless given. ``eta``: DDIM only;
-    ``clip_x0``: clip every data prediction to [-1, 1]. The caller puts the model in eval mode (and under autocast).
+    original time values); ``spacing="karras"`` (``dpm++2m`` and ``heun`` only) takes ``steps`` noise
+    levels of :func:`karras_grid` capped at ``sigma_max``. x_T ~ N(0, I) is drawn with ``generator``
+    unless given. ``eta``: DDIM only; ``clip_x0``: clip every data prediction to [-1, 1]. The caller puts
+    the model in eval mode (and under autocast).
 
     Model calls: ``steps`` for ancestral, DDIM and DPM-Solver++(2M), ``2 * steps - 1`` for Heun."""
     if sampler not in SAMPLERS:
@@ -200,8 +260,18 @@ def sample(
     x = x_T.to(device, torch.float32) if x_T is not None else randn(shape, generator, torch.empty(0, device=device))
     if sampler == "euler":
         return flow_euler(_maybe_progress(model, progress, sampler), x, steps or schedule.T, schedule.T).float()
+    if spacing == "karras":
+        if sampler not in KARRAS_SAMPLERS:
+            raise ValueError(
+                f"spacing='karras' with sampler={sampler!r}: the Karras grid of noise levels is for the ODE "
+                f"solvers {KARRAS_SAMPLERS}; ancestral and DDIM steps need a subsequence of the training steps"
+            )
+        sigmas, indices = karras_grid(schedule, steps or schedule.T, sigma_max=sigma_max)
+        solver = heun if sampler == "heun" else dpm_solver_2m
+        net = _maybe_progress(model, progress, sampler)
+        return solver(net, x, schedule, indices, sigmas=sigmas, prediction=prediction, clip_x0=clip_x0).float()
     subsequence = timestep_subsequence(schedule.T, steps or schedule.T, spacing)
-    if sampler in ("dpm++2m", "heun"):
+    if sampler in KARRAS_SAMPLERS:
         net = _maybe_progress(model, progress, sampler)
         if sampler == "heun":
             return heun(net, x, schedule, subsequence.flip(0).tolist(), prediction=prediction, clip_x0=clip_x0).float()
