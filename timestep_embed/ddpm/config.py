@@ -104,7 +104,7 @@ class SampleConfig:
     sampler: Literal["ddpm", "ddim", "dpm++2m", "heun", "euler"] = (
         "ddpm"  # ancestral (Ho et al. Alg. 2), DDIM, DPM-Solver++(2M), Heun; euler for flow models
     )
-    steps: int = 20  # respaced to this many of the T steps
+    steps: int = 50  # respaced to this many of the T steps
     eta: float = 0.0  # DDIM only: 0 = deterministic
     spacing: Literal["evenly", "leading", "trailing", "karras"] = "evenly"  # karras: dpm++2m and heun only
     sigma_max: float = 80.0  # spacing=karras only: the grid's top noise level (sigma_VE), EDM's 80
