@@ -15,7 +15,7 @@ from torch import nn
 
 from timestep_embed.cli import main
 from timestep_embed.ddpm import checkpoint as ckpt
-from timestep_embed.ddpm import runtime
+from timestep_embed.ddpm import runtime, state
 from timestep_embed.ddpm.config import load_run_config
 from timestep_embed.ddpm.configfile import ConfigError
 from timestep_embed.ddpm.data import DataError
@@ -190,6 +190,20 @@ def test_job_cap_stops_training_early_to_leave_time_for_sampling(tmp_path):
     metrics = run_training(SMOKE, tmp_path / "r", overrides=over, progress=False)
     # the cap applies once 20 step times are known (their median projects the sampling time)
     assert metrics["finished"] and metrics["train_steps"] == 20 and (tmp_path / "r" / "samples.npy").exists()
+
+
+def test_job_cap_counts_time_the_step_clock_does_not_see(monkeypatch):
+    """A paused virtual machine stops ``perf_counter`` but not the user's clock: the cap follows the latter."""
+    cfg = load_run_config(SMOKE, ["train.steps=null", "train.minutes=10", "train.job_minutes=12"])
+    now = [1000.0]
+    monkeypatch.setattr(state, "job_clock", lambda: now[0])
+    budget = state.Budget(cfg, runtime.setup("cpu", False), 0.0, job_start=now[0])
+    for _ in range(20):
+        budget.add(0.01)
+    assert not budget.done(20)
+    now[0] += 11.5 * 60  # 0.2 s of steps, 11.5 min on the wall: less than sampling + 30 s left
+    budget.add(0.01)
+    assert budget.done(21)
 
 
 def test_thread_tuner_keeps_the_faster_count(monkeypatch):

@@ -37,6 +37,7 @@ from .state import (
     Budget,
     TrainingLog,
     check_run_folder,
+    job_clock,
     load_training_state,
     save_progress_grid,
     save_training_state,
@@ -188,7 +189,7 @@ def run_training(
     origin = "a RunConfig" if isinstance(config, RunConfig) else str(resolve_config(config))
     log.info("config: %s%s", origin, f" with {' '.join(overrides)}" if overrides else "")
     out = Path(out_dir if out_dir is not None else cfg.train.out_dir)
-    wall0 = time.perf_counter()
+    wall0 = job_clock()
     load_mnist(cfg.data.source, "train", cfg.data.pad_to_32)  # a missing/bad data source fails before any write
     rt = setup(cfg.train.device, cfg.train.bf16)
     with owned(out) if rt.is_main else contextlib.nullcontext():
@@ -211,7 +212,7 @@ def run_training(
         if rt.is_main and stats["finished"]:
             trained_now = stats["train_steps"] > stats["resumed_at"]
             metrics = _finish(ema, cfg, rt, out, metrics, trained_now, progress)
-            metrics["total_seconds"] = round(time.perf_counter() - wall0, 2)
+            metrics["total_seconds"] = round(job_clock() - wall0, 2)
             atomic_write_bytes(out / "metrics.json", (json.dumps(metrics, indent=2, default=str) + "\n").encode())
     cleanup()
     return metrics
