@@ -266,10 +266,10 @@ def sample(
                 f"spacing='karras' with sampler={sampler!r}: the Karras grid of noise levels is for the ODE "
                 f"solvers {KARRAS_SAMPLERS}; ancestral and DDIM steps need a subsequence of the training steps"
             )
-        sigmas, indices = karras_grid(schedule, steps or schedule.T, sigma_max=sigma_max)
+        levels, at = karras_grid(schedule, steps or schedule.T, sigma_max=sigma_max)
         solver = heun if sampler == "heun" else dpm_solver_2m
         net = _maybe_progress(model, progress, sampler)
-        return solver(net, x, schedule, indices, sigmas=sigmas, prediction=prediction, clip_x0=clip_x0).float()
+        return solver(net, x, schedule, at, sigmas=levels, prediction=prediction, clip_x0=clip_x0).float()
     subsequence = timestep_subsequence(schedule.T, steps or schedule.T, spacing)
     if sampler in KARRAS_SAMPLERS:
         net = _maybe_progress(model, progress, sampler)
