@@ -200,6 +200,8 @@ def test_karras_spacing_is_for_the_solvers_and_starts_heun_at_sigma_max():
     assert torch.isfinite(x).all()
     with pytest.raises(ValueError, match="spacing='karras' with sampler='ddpm'"):
         S.sample(recording, (1, 1, 1, 1), schedule, sampler="ddpm", steps=5, spacing="karras")
+    with pytest.raises(ValueError, match="sigmas: 2 noise levels for 1 timesteps"):
+        S.heun(recording, torch.zeros(1, 1, 1, 1), schedule, [999], sigmas=[80.0, 1.0])
     with pytest.raises(ValueError, match="sigma_max=0"):
         S.karras_grid(schedule, 5, sigma_max=0)
     with pytest.raises(ValueError, match=r"sigma_max=0.001: .* above the schedule's smallest sigma"):

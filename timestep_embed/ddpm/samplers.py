@@ -136,6 +136,15 @@ def _x0(out: torch.Tensor, x: torch.Tensor, alpha: float, sigma: float, predicti
     return x0.clamp(-1, 1) if clip else x0
 
 
+def _levels(schedule: Schedule, timesteps, sigmas) -> list[float]:
+    """The solvers' noise levels (sigma_VE): ``sigmas`` as given (a Karras grid), or the schedule's at ``timesteps``."""
+    if sigmas is None:
+        return [_sigma_ve(schedule, float(t)) for t in timesteps]
+    if len(sigmas) != len(timesteps):
+        raise ValueError(f"sigmas: {len(sigmas)} noise levels for {len(timesteps)} timesteps; expected one each")
+    return [float(s) for s in sigmas]
+
+
 def dpm_solver_2m(
     model: Model,
     x: torch.Tensor,
@@ -155,8 +164,8 @@ def dpm_solver_2m(
     with its defaults (``solver_order=2``, ``"dpmsolver++"``, ``"midpoint"``, ``final_sigmas_type="zero"``).
     ``sigmas``: the grid's sigma_VE, one per timestep (:func:`karras_grid`); by default the schedule's at ``timesteps``.
     """
-    sigmas = [_sigma_ve(schedule, float(t)) for t in timesteps] if sigmas is None else [float(s) for s in sigmas]
-    points = [(1.0 / math.sqrt(1.0 + s**2), s / math.sqrt(1.0 + s**2)) for s in sigmas] + [(1.0, 0.0)]
+    points = [(1.0 / math.sqrt(1.0 + s**2), s / math.sqrt(1.0 + s**2)) for s in _levels(schedule, timesteps, sigmas)]
+    points.append((1.0, 0.0))
     lambdas = [math.log(a) - math.log(s) if s > 0 else math.inf for a, s in points]
     previous = None
     for k, t in enumerate(timesteps):
@@ -192,9 +201,7 @@ def heun(
     the model sees x / sqrt(1 + sigma^2), as diffusers' ``HeunDiscreteScheduler`` and k-diffusion do.
     ``sigmas``: the grid's sigma_VE, one per timestep (:func:`karras_grid`); by default the schedule's at ``timesteps``.
     """
-    if sigmas is None:
-        sigmas = [_sigma_ve(schedule, float(t)) for t in timesteps]
-    sigmas = [float(s) for s in sigmas] + [0.0]
+    sigmas = [*_levels(schedule, timesteps, sigmas), 0.0]
     x = x * sigmas[0]  # Algorithm 1: x ~ N(0, sigma_0^2 I) from the unit noise x (as k-diffusion, diffusers)
 
     def slope(x_ve: torch.Tensor, k: int) -> torch.Tensor:
