@@ -104,18 +104,17 @@ def karras_grid(
     s_max = top if sigma_max is None else min(sigma_max, top)
     lo, hi = s_min ** (1 / rho), s_max ** (1 / rho)
     sigmas = [(hi + (i / max(steps - 1, 1)) * (lo - hi)) ** rho for i in range(steps)]
-    return sigmas, [_index_of_sigma(schedule, s) for s in sigmas]
-
-
-def _index_of_sigma(schedule: Schedule, sigma: float) -> float:
-    """The fractional index where the schedule's sigma_VE is ``sigma``, linear in log sigma between
-    neighbouring steps and clamped to [0, T - 1] (diffusers' ``_sigma_to_t``, k-diffusion's ``sigma_to_t``)."""
-    if schedule.T == 1:
-        return 0.0
     abar = schedule.alphas_cumprod
     log_sigmas = (0.5 * ((1 - abar) / abar).log()).tolist()  # ascending in the index
-    target = math.log(sigma)
-    hi = min(max(bisect.bisect_left(log_sigmas, target), 1), schedule.T - 1)
+    return sigmas, [_index_of_log_sigma(log_sigmas, math.log(s)) for s in sigmas]
+
+
+def _index_of_log_sigma(log_sigmas: list[float], target: float) -> float:
+    """The fractional index where the ascending ``log_sigmas`` reach ``target``, linear between neighbouring
+    steps and clamped to [0, T - 1] (diffusers' ``_sigma_to_t``, k-diffusion's ``sigma_to_t``)."""
+    if len(log_sigmas) == 1:
+        return 0.0
+    hi = min(max(bisect.bisect_left(log_sigmas, target), 1), len(log_sigmas) - 1)
     w = (target - log_sigmas[hi - 1]) / (log_sigmas[hi] - log_sigmas[hi - 1])
     return hi - 1 + min(max(w, 0.0), 1.0)
 
@@ -267,12 +266,12 @@ def sample(
     x = x_T.to(device, torch.float32) if x_T is not None else randn(shape, generator, torch.empty(0, device=device))
     if sampler == "euler":
         return flow_euler(_maybe_progress(model, progress, sampler), x, steps or schedule.T, schedule.T).float()
+    if spacing == "karras" and sampler not in KARRAS_SAMPLERS:
+        raise ValueError(
+            f"spacing='karras' with sampler={sampler!r}: the Karras grid of noise levels is for the ODE "
+            f"solvers {KARRAS_SAMPLERS}; ancestral and DDIM steps need a subsequence of the training steps"
+        )
     if spacing == "karras":
-        if sampler not in KARRAS_SAMPLERS:
-            raise ValueError(
-                f"spacing='karras' with sampler={sampler!r}: the Karras grid of noise levels is for the ODE "
-                f"solvers {KARRAS_SAMPLERS}; ancestral and DDIM steps need a subsequence of the training steps"
-            )
         levels, at = karras_grid(schedule, steps or schedule.T, sigma_max=sigma_max)
         solver = heun if sampler == "heun" else dpm_solver_2m
         net = _maybe_progress(model, progress, sampler)
