@@ -271,20 +271,19 @@ def sample(
             f"spacing='karras' with sampler={sampler!r}: the Karras grid of noise levels is for the ODE "
             f"solvers {KARRAS_SAMPLERS}; ancestral and DDIM steps need a subsequence of the training steps"
         )
-    if spacing == "karras":
-        levels, at = karras_grid(schedule, steps or schedule.T, sigma_max=sigma_max)
-        solver = heun if sampler == "heun" else dpm_solver_2m
+    if sampler in KARRAS_SAMPLERS:
+        solver, levels = (heun if sampler == "heun" else dpm_solver_2m), None
+        if spacing == "karras":
+            levels, at = karras_grid(schedule, steps or schedule.T, sigma_max=sigma_max)
+        elif sampler == "heun":
+            at = timestep_subsequence(schedule.T, steps or schedule.T, spacing).flip(0).tolist()
+        else:
+            # steps + 1 points without index 0, as diffusers' DPMSolverMultistepScheduler: a second-order step
+            # onto index 0 (lambda far beyond its neighbours) would extrapolate the data predictions 2x and more
+            at = timestep_subsequence(schedule.T, (steps or schedule.T - 1) + 1, spacing)[1:].flip(0).tolist()
         net = _maybe_progress(model, progress, sampler)
         return solver(net, x, schedule, at, sigmas=levels, prediction=prediction, clip_x0=clip_x0).float()
     subsequence = timestep_subsequence(schedule.T, steps or schedule.T, spacing)
-    if sampler in KARRAS_SAMPLERS:
-        net = _maybe_progress(model, progress, sampler)
-        if sampler == "heun":
-            return heun(net, x, schedule, subsequence.flip(0).tolist(), prediction=prediction, clip_x0=clip_x0).float()
-        # steps + 1 points without index 0, as diffusers' DPMSolverMultistepScheduler: a second-order step
-        # onto index 0 (lambda far beyond its neighbours) would extrapolate the data predictions 2x and more
-        grid = timestep_subsequence(schedule.T, (steps or schedule.T - 1) + 1, spacing)[1:]
-        return dpm_solver_2m(net, x, schedule, grid.flip(0).tolist(), prediction=prediction, clip_x0=clip_x0).float()
     if steps is not None and steps != schedule.T:
         schedule = respace(schedule, subsequence)
     indices = range(schedule.T - 1, -1, -1)
