@@ -45,7 +45,7 @@ from timestep_embed.ddpm.data import load_mnist
 from timestep_embed.ddpm.evaluate import evaluate_samples
 from timestep_embed.ddpm.plots import save_grid_png
 from timestep_embed.ddpm.runtime import ThreadTuner, resolve_bf16
-from timestep_embed.ddpm.state import update_ema
+from timestep_embed.ddpm.state import adamw, update_ema
 from timestep_embed.ddpm.train import lr_at, run_training
 from timestep_embed.ddpm.unet import UNet
 from timestep_embed.files import atomic_write_bytes
@@ -87,7 +87,7 @@ def train_loop(cfg, minutes: float, model, loss_fn, name: str, lr: float, betas=
 
     t = cfg.train
     ema = copy.deepcopy(model).requires_grad_(False).eval()
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=t.weight_decay)
+    opt = adamw(model.parameters(), lr, weight_decay=t.weight_decay, betas=betas)  # as run_training's
     data, _ = load_mnist(cfg.data.source, "train")
     gen = torch.Generator().manual_seed(t.seed)
     cast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=resolve_bf16(t.bf16, torch.device("cpu")))

@@ -193,6 +193,7 @@ def test_error_text_is_bounded_even_for_a_yaml_alias_bomb(tmp_path):
         ("train.lr=-1", "train.lr"),
         ("train.minutes=.nan", "train.minutes"),
         ("train.ema_decay=1.0", "train.ema_decay"),
+        ("train.adam_beta2=1", "train.adam_beta2"),
         ("sample.num_samples=0", "sample.num_samples"),
         ("sample.batch_size=0", "sample.batch_size"),
         ("sample.steps=5000", "sample.steps"),

@@ -1,5 +1,6 @@
 """The training job end to end on the smoke config: run folder, exact --resume, Ctrl-C, bad input, DDP."""
 
+import copy
 import json
 import os
 import socket
@@ -204,6 +205,29 @@ def test_job_cap_counts_time_the_step_clock_does_not_see(monkeypatch):
     now[0] += 11.5 * 60  # 0.2 s of steps, 11.5 min on the wall: less than sampling + 30 s left
     budget.add(0.01)
     assert budget.done(21)
+
+
+def test_the_training_optimizer_is_fused_and_takes_the_same_steps():
+    """On this torch the CPU gets AdamW's fused kernel; ten steps of it equal the per-tensor loop's."""
+    torch.manual_seed(0)
+    nets = [nn.Sequential(nn.Linear(6, 5), nn.SiLU(), nn.Linear(5, 3)) for _ in range(2)]
+    nets[1].load_state_dict(nets[0].state_dict())
+    start = nets[0][0].weight.detach().clone()
+    fused = state.adamw(nets[0].parameters(), 1e-2, weight_decay=0.1, betas=(0.9, 0.99))
+    plain = torch.optim.AdamW(nets[1].parameters(), lr=1e-2, weight_decay=0.1, betas=(0.9, 0.99))
+    assert fused.defaults["fused"] and not plain.defaults["fused"]
+    for _ in range(10):
+        x = torch.randn(8, 6)
+        for net, opt in zip(nets, (fused, plain), strict=True):
+            opt.zero_grad()
+            net(x).square().mean().backward()
+            opt.step()
+    for a, b in zip(nets[0].parameters(), nets[1].parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert (nets[0][0].weight - start).abs().max() > 1e-2  # the steps moved the weights
+    ema = copy.deepcopy(nets[0]).requires_grad_(False)
+    state.update_ema(ema, nets[0], 5, 0.999)  # outside autograd: no graph grows across steps
+    assert not any(p.requires_grad or p.grad_fn for p in ema.parameters())
 
 
 def test_thread_tuner_keeps_the_faster_count(monkeypatch):

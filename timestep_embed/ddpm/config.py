@@ -87,6 +87,7 @@ class TrainConfig:
     warmup_steps: int = 100
     min_lr_ratio: float = 0.05  # cosine decay from lr to lr * min_lr_ratio over the budget
     weight_decay: float = 0.0
+    adam_beta2: float = 0.999  # AdamW's second-moment decay (beta1 stays 0.9)
     grad_clip: float = 1.0
     ema_decay: float = 0.999  # with warmup: min(ema_decay, (1 + n) / (10 + n))
     bf16: bool | Literal["auto"] = "auto"  # bf16 autocast; auto = if the CPU/GPU has fast bf16 kernels
@@ -311,6 +312,8 @@ def check_run_config(cfg: RunConfig) -> None:
         raise _fail("train.min_lr_ratio", t.min_lr_ratio, "expected a ratio in [0, 1]")
     if t.ema_decay >= 1:
         raise _fail("train.ema_decay", t.ema_decay, "expected a decay in [0, 1)")
+    if not 0 < t.adam_beta2 < 1:
+        raise _fail("train.adam_beta2", t.adam_beta2, "expected a decay in (0, 1)")
     if t.threads != "auto" and t.threads < 1:
         raise _fail("train.threads", t.threads, "expected a positive int or 'auto'")
     _positive(cfg, "sample", ("steps", "num_samples", "batch_size", "eta", "sigma_max"), allow_zero=("eta",))

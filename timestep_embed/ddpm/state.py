@@ -31,6 +31,7 @@ __all__ = [
     "TrainingLog",
     "progress_bar",
     "update_ema",
+    "adamw",
     "save_training_state",
     "load_training_state",
     "save_progress_grid",
@@ -155,6 +156,18 @@ def progress_bar(t, step: int, elapsed: float, enabled: bool):
         unit="s",
         bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} s [{elapsed}<{remaining}{postfix}]",
     )
+
+
+def adamw(params, lr: float, *, weight_decay: float = 0.0, betas=(0.9, 0.999)) -> torch.optim.AdamW:
+    """``torch.optim.AdamW``, with its fused kernel where this torch has one for the parameters' device
+    (CUDA; CPU since torch 2.4). On CPU the default runs a Python loop over the parameter tensors: the
+    fused step took 2.4 against 8.5 ms on the main job's UNet (110 tensors), ~5% of a training step.
+    The fused kernel computes the same update (rounding aside); the state dict is the same."""
+    params = list(params)
+    try:
+        return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, fused=True)
+    except RuntimeError:  # torch < 2.4 on CPU, or a device without the kernel: refused at construction
+        return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)
 
 
 @torch.no_grad()

@@ -36,6 +36,7 @@ from .sample import describe_sampling, generate
 from .state import (
     Budget,
     TrainingLog,
+    adamw,
     check_run_folder,
     job_clock,
     load_training_state,
@@ -83,7 +84,7 @@ def train_loop(
     # Model, EMA copy (float32, never trained), optimizer, and the generator behind every random draw.
     torch.manual_seed(t.seed)
     ema = copy.deepcopy(model).requires_grad_(False).eval()
-    opt = torch.optim.AdamW(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
+    opt = adamw(model.parameters(), t.lr, weight_decay=t.weight_decay, betas=(0.9, t.adam_beta2))
     gen = torch.Generator(rt.device).manual_seed(t.seed * 1000 + rt.rank)
     step, elapsed = load_training_state(path, model, ema, opt, gen, rt) if resume else (0, 0.0)
     start_step = step
