@@ -38,6 +38,17 @@ def test_bench_per_token_smoke(tmp_path):
     assert "32 distinct values" in result.stdout
 
 
+def test_bench_train_step_smoke(tmp_path):
+    cmd = [sys.executable, str(ROOT / "scripts" / "bench_train_step.py"), "--config", "smoke", "--threads", "1",
+           "--budget", "0.1"]  # fmt: skip
+    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = {line.split()[0]: line.split()[-3:] for line in result.stdout.splitlines() if " step " in line}
+    assert set(rows) == {"optimizer", "training"} and all(float(v) > 0 for r in rows.values() for v in r)
+    bad = subprocess.run([*cmd[:2], "--threads", "0"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--threads" in bad.stderr
+
+
 def test_compare_peers_says_how_to_install_lucidrains(tmp_path):
     if importlib.util.find_spec("denoising_diffusion_pytorch") is not None:
         pytest.skip("lucidrains' package is installed here")

@@ -1,0 +1,100 @@
+"""Cost of one training step of the main job, and what AdamW's fused kernel saves of it.
+
+Two copies of the config's UNet (the same initial weights), one with ``torch.optim.AdamW`` as it runs
+by default on CPU (a Python loop over the parameter tensors), one with the training loop's optimizer
+(:func:`timestep_embed.ddpm.state.adamw`: the fused kernel where torch has one). Timed in interleaved
+rounds (timestep_embed/analysis/timing.py), median milliseconds:
+
+* ``optimizer step``: ``opt.step()`` alone, on gradients left by one backward pass;
+* ``training step``: what the loop does per step: forward under the run's autocast, backward, clip,
+  optimizer step, EMA update.
+
+The ratio is against the per-tensor loop measured in the same run.
+
+    python scripts/bench_train_step.py                       # the main job's UNet, batch 64, ~1 min
+    python scripts/bench_train_step.py --set "model.channels=[64,128]" --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import platform
+
+import torch
+from torch import nn
+
+from timestep_embed.analysis.timing import interleaved_medians
+from timestep_embed.ddpm import diffusion as D
+from timestep_embed.ddpm.config import load_run_config
+from timestep_embed.ddpm.runtime import resolve_bf16
+from timestep_embed.ddpm.state import adamw, update_ema
+from timestep_embed.ddpm.unet import UNet
+
+
+def contenders(cfg, fused: bool):
+    """(optimizer-step callable, training-step callable) for one model copy."""
+    t = cfg.train
+    torch.manual_seed(t.seed)
+    model = UNet(cfg.model)
+    ema = copy.deepcopy(model).requires_grad_(False)
+    betas = (0.9, t.adam_beta2)
+    if fused:
+        opt = adamw(model.parameters(), t.lr, weight_decay=t.weight_decay, betas=betas)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=t.lr, betas=betas, weight_decay=t.weight_decay)
+    schedule, gen = D.schedule_from_config(cfg.diffusion), torch.Generator().manual_seed(t.seed)
+    x0 = torch.rand(t.batch_size, cfg.model.in_channels, cfg.model.image_size, cfg.model.image_size) * 2 - 1
+    bf16 = resolve_bf16(t.bf16, torch.device("cpu"))
+    count = [0]
+
+    def train_step():
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = D.training_loss(
+                model, x0, schedule, generator=gen, prediction=cfg.diffusion.prediction,
+                min_snr_gamma=cfg.diffusion.min_snr_gamma,
+            )  # fmt: skip
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+        opt.step()
+        update_ema(ema, model, count[0], t.ema_decay)
+        count[0] += 1
+
+    train_step()  # leaves gradients for the optimizer-only timing
+    return opt.step, train_step, opt.defaults["fused"]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="mnist", help="a shipped config name or a path")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--budget", type=float, default=20.0, help="seconds of timing per row")
+    args = parser.parse_args(argv)
+    if args.threads < 1 or args.budget <= 0:
+        parser.error(f"--threads must be >= 1 and --budget > 0, got {args.threads} and {args.budget}")
+    cfg = load_run_config(args.config, args.set)
+    torch.set_num_threads(args.threads)
+    loop_opt, loop_train, _ = contenders(cfg, fused=False)
+    fused_opt, fused_train, fused = contenders(cfg, fused=True)
+    if not fused:
+        print("note: this torch has no fused AdamW kernel for the CPU (torch < 2.4): both rows run the loop")
+    params = sum(p.numel() for p in UNet(cfg.model).parameters())
+    print(
+        f"torch {torch.__version__}, {platform.machine()}, {args.threads} threads, UNet {params / 1e6:.2f}M "
+        f"parameters, batch {cfg.train.batch_size}; median ms of interleaved rounds; ratio = fused / per-tensor loop"
+    )
+    print(f"{'':16} {'per-tensor loop':>16} {'fused':>8} {'ratio':>6}")
+    for name, loop, fast, rounds in (
+        ("optimizer step", loop_opt, fused_opt, 50),
+        ("training step", loop_train, fused_train, 10),
+    ):
+        times = interleaved_medians({"loop": loop, "fused": fast}, min_rounds=rounds, budget_s=args.budget)
+        loop_ms, fused_ms = times["loop"] * 1e3, times["fused"] * 1e3
+        print(f"{name:16} {loop_ms:16.1f} {fused_ms:8.1f} {fused_ms / loop_ms:6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
