@@ -33,7 +33,7 @@ from timestep_embed.ddpm.unet import UNet
 
 
 def contenders(cfg, fused: bool):
-    """(optimizer-step callable, training-step callable) for one model copy."""
+    """(optimizer-step callable, training-step callable, fused?, parameter count) for one model copy."""
     t = cfg.train
     torch.manual_seed(t.seed)
     model = UNet(cfg.model)
@@ -62,7 +62,7 @@ def contenders(cfg, fused: bool):
         count[0] += 1
 
     train_step()  # leaves gradients for the optimizer-only timing
-    return opt.step, train_step, opt.defaults["fused"]
+    return opt.step, train_step, opt.defaults["fused"], sum(p.numel() for p in model.parameters())
 
 
 def main(argv=None) -> int:
@@ -76,11 +76,10 @@ def main(argv=None) -> int:
         parser.error(f"--threads must be >= 1 and --budget > 0, got {args.threads} and {args.budget}")
     cfg = load_run_config(args.config, args.set)
     torch.set_num_threads(args.threads)
-    loop_opt, loop_train, _ = contenders(cfg, fused=False)
-    fused_opt, fused_train, fused = contenders(cfg, fused=True)
+    loop_opt, loop_train, _, params = contenders(cfg, fused=False)
+    fused_opt, fused_train, fused, _ = contenders(cfg, fused=True)
     if not fused:
         print("note: this torch has no fused AdamW kernel for the CPU (torch < 2.4): both rows run the loop")
-    params = sum(p.numel() for p in UNet(cfg.model).parameters())
     print(
         f"torch {torch.__version__}, {platform.machine()}, {args.threads} threads, UNet {params / 1e6:.2f}M "
         f"parameters, batch {cfg.train.batch_size}; median ms of interleaved rounds; ratio = fused / per-tensor loop"
