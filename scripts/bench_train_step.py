@@ -27,7 +27,7 @@ from torch import nn
 from timestep_embed.analysis.timing import interleaved_medians
 from timestep_embed.ddpm import diffusion as D
 from timestep_embed.ddpm.config import load_run_config
-from timestep_embed.ddpm.runtime import resolve_bf16
+from timestep_embed.ddpm.runtime import Runtime, resolve_bf16
 from timestep_embed.ddpm.state import adamw, update_ema
 from timestep_embed.ddpm.unet import UNet
 
@@ -45,11 +45,11 @@ def contenders(cfg, fused: bool):
         opt = torch.optim.AdamW(model.parameters(), lr=t.lr, betas=betas, weight_decay=t.weight_decay)
     schedule, gen = D.schedule_from_config(cfg.diffusion), torch.Generator().manual_seed(t.seed)
     x0 = torch.rand(t.batch_size, cfg.model.in_channels, cfg.model.image_size, cfg.model.image_size) * 2 - 1
-    bf16 = resolve_bf16(t.bf16, torch.device("cpu"))
+    rt = Runtime(torch.device("cpu"), bf16=resolve_bf16(t.bf16, torch.device("cpu")))  # the loop's autocast
     count = [0]
 
     def train_step():
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with rt.autocast():
             loss = D.training_loss(
                 model, x0, schedule, generator=gen, prediction=cfg.diffusion.prediction,
                 min_snr_gamma=cfg.diffusion.min_snr_gamma,

@@ -163,7 +163,7 @@ def adamw(params, lr: float, *, weight_decay: float = 0.0, betas=(0.9, 0.999)) -
     (CUDA; CPU since torch 2.4). On CPU the default runs a Python loop over the parameter tensors: on the
     main job's UNet (110 tensors) the fused step takes 2.1 against 10 ms, 2-3% of a training step
     (``scripts/bench_train_step.py``). It computes the same update (rounding aside), with the same state dict."""
-    params = list(params)
+    params = list(params)  # a generator would be spent by the first attempt
     try:
         return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, fused=True)
     except RuntimeError:  # torch < 2.4 on CPU, or a device without the kernel: refused at construction
