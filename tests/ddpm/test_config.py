@@ -197,6 +197,8 @@ def test_error_text_is_bounded_even_for_a_yaml_alias_bomb(tmp_path):
         ("sample.num_samples=0", "sample.num_samples"),
         ("sample.batch_size=0", "sample.batch_size"),
         ("sample.steps=5000", "sample.steps"),
+        ("sample.noise_scale=0", "sample.noise_scale"),
+        ("sample.noise_scale=-0.5", "sample.noise_scale"),
         ("diffusion.beta_end=2", "diffusion.beta_end"),
         ("eval.classifier.width=0", "eval.classifier.width"),
     ],

@@ -231,6 +231,25 @@ def test_ddim_step_equals_diffusers(eta, prediction):
         assert torch.allclose(mine32, theirs32, atol=tol, rtol=0), (t, (mine32 - theirs32).abs().max())
 
 
+@pytest.mark.parametrize("step", ["ddpm", "ddim"])
+def test_noise_scale_multiplies_only_the_added_noise(step):
+    """noise_scale s: x_prev = mean + s * sigma z with the same z; s = 0 leaves the mean, s = 1 is the
+    diffusers step above; no noise, so no change, at the last step (ancestral) or at eta = 0 (DDIM)."""
+    ours = D.make_schedule("cosine")
+    x, out = torch.randn(3, 1, 5, 5, generator=gen(20)), torch.randn(3, 1, 5, 5, generator=gen(21))
+
+    def at(i, scale, eta=1.0):
+        if step == "ddpm":
+            return S.ddpm_step(out, x, i, ours, generator=gen(22), noise_scale=scale)[0]
+        return S.ddim_step(out, x, i, ours, eta=eta, generator=gen(22), noise_scale=scale)[0]
+
+    mean, full, half = at(500, 0.0), at(500, 1.0), at(500, 0.5)
+    assert not torch.allclose(full, mean)
+    assert torch.allclose(half - mean, 0.5 * (full - mean), atol=1e-6)
+    quiet = (lambda s: at(0, s)) if step == "ddpm" else (lambda s: at(500, s, eta=0.0))
+    assert torch.equal(quiet(0.5), quiet(1.0))
+
+
 def test_respaced_ancestral_sampler_equals_diffusers_loop():
     """Whole loop: respaced DDPM (diffusers' "leading" spacing, 20 steps), same model, same generator."""
     sched = diffusers.DDPMScheduler()

@@ -20,6 +20,7 @@ from timestep_embed.ddpm import runtime, state
 from timestep_embed.ddpm.config import load_run_config
 from timestep_embed.ddpm.configfile import ConfigError
 from timestep_embed.ddpm.data import DataError
+from timestep_embed.ddpm.sample import describe_sampling
 from timestep_embed.ddpm.train import run_training
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,6 +40,16 @@ def test_configs_load_and_the_main_one_is_the_default():
     assert main.train.minutes is not None and main.sample.num_samples == 500
     assert load_run_config(None) == main  # the dataclass defaults are the main config (no file needed)
     assert load_run_config(SMOKE).train.steps == 20
+
+
+def test_the_caption_names_the_noise_scale_where_a_sampler_adds_noise():
+    assert "noise x0.95, seed 0" in describe_sampling(load_run_config(None))  # the main job's ancestral steps
+    assert "noise x" not in describe_sampling(load_run_config(None, ["sample.noise_scale=1"]))
+    ode = ["sample.sampler=dpm++2m", "sample.spacing=karras"]  # adds no noise: the scale does not apply
+    assert "noise x" not in describe_sampling(load_run_config(None, ode))
+    assert "noise x0.9," in describe_sampling(
+        load_run_config(None, ["sample.sampler=ddim", "sample.eta=1", "sample.noise_scale=0.9"])
+    )
 
 
 def test_smoke_pipeline_writes_the_run_folder(tmp_path):
@@ -202,9 +213,12 @@ def test_job_cap_counts_time_the_step_clock_does_not_see(monkeypatch):
     for _ in range(20):
         budget.add(0.01)
     assert not budget.done(20)
-    now[0] += 11.5 * 60  # 0.2 s of steps, 11.5 min on the wall: less than sampling + 30 s left
+    now[0] += 11.6 * 60  # 24 s left: more than sampling (~0.1 s here) + the 15 s kept for evaluation
     budget.add(0.01)
-    assert budget.done(21)
+    assert not budget.done(21)
+    now[0] += 0.2 * 60  # 12 s left: less than sampling + 15 s
+    budget.add(0.01)
+    assert budget.done(22)
 
 
 def test_the_training_optimizer_is_fused_and_takes_the_same_steps():

@@ -107,6 +107,7 @@ class SampleConfig:
     )
     steps: int = 50  # respaced to this many of the T steps
     eta: float = 0.0  # DDIM only: 0 = deterministic
+    noise_scale: float = 0.95  # x the std of the noise an ancestral (or DDIM eta > 0) step adds; 1 = Ho et al.
     spacing: Literal["evenly", "leading", "trailing", "karras"] = "evenly"  # karras: dpm++2m and heun only
     sigma_max: float = 80.0  # spacing=karras only: the grid's top noise level (sigma_VE), EDM's 80
     num_samples: int = 500
@@ -316,7 +317,9 @@ def check_run_config(cfg: RunConfig) -> None:
         raise _fail("train.adam_beta2", t.adam_beta2, "expected a decay in (0, 1)")
     if t.threads != "auto" and t.threads < 1:
         raise _fail("train.threads", t.threads, "expected a positive int or 'auto'")
-    _positive(cfg, "sample", ("steps", "num_samples", "batch_size", "eta", "sigma_max"), allow_zero=("eta",))
+    _positive(
+        cfg, "sample", ("steps", "num_samples", "batch_size", "eta", "sigma_max", "noise_scale"), allow_zero=("eta",)
+    )
     if s.steps > d.num_timesteps:
         raise _fail("sample.steps", s.steps, f"expected at most diffusion.num_timesteps = {d.num_timesteps}")
     c = cfg.eval.classifier

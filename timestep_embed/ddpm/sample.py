@@ -28,7 +28,7 @@ __all__ = ["generate", "describe_sampling", "sample_run"]
 
 
 def describe_sampling(cfg: RunConfig) -> str:
-    """A one-line caption of how ``cfg.sample`` draws: sampler, steps, seed."""
+    """A one-line caption of how ``cfg.sample`` draws: sampler, steps, noise scale (where it applies), seed."""
     s = cfg.sample
     names = {"ddpm": "ancestral DDPM", "ddim": f"DDIM (eta {s.eta:g})", "dpm++2m": "DPM-Solver++(2M)", "heun": "Heun"}
     if s.sampler == "euler":
@@ -36,7 +36,9 @@ def describe_sampling(cfg: RunConfig) -> str:
     name = names[s.sampler]
     if s.spacing == "karras":
         return f"{name}, {s.steps} Karras noise levels from sigma {s.sigma_max:g}, seed {s.seed}"
-    return f"{name}, {s.steps} of {cfg.diffusion.num_timesteps} steps ({s.spacing}), seed {s.seed}"
+    stochastic = s.sampler == "ddpm" or (s.sampler == "ddim" and s.eta > 0)
+    noise = f", noise x{s.noise_scale:g}" if stochastic and s.noise_scale != 1 else ""
+    return f"{name}, {s.steps} of {cfg.diffusion.num_timesteps} steps ({s.spacing}){noise}, seed {s.seed}"
 
 
 @torch.no_grad()
@@ -83,6 +85,7 @@ def generate(
                 spacing=s.spacing,
                 sigma_max=s.sigma_max,
                 eta=s.eta,
+                noise_scale=s.noise_scale,
                 generator=gen,
                 prediction=cfg.diffusion.prediction,
                 clip_x0=s.clip_x0,

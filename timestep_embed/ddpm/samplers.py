@@ -35,11 +35,13 @@ SAMPLERS = ("ddpm", "ddim", "dpm++2m", "heun", "euler")
 KARRAS_SAMPLERS = ("dpm++2m", "heun")  # the samplers that take a grid of noise levels, not of indices
 
 
-def ddpm_step(out, x_t, i: int, schedule: Schedule, *, generator=None, prediction="eps", clip_x0=True):
+def ddpm_step(out, x_t, i: int, schedule: Schedule, *, generator=None, prediction="eps", clip_x0=True, noise_scale=1.0):
     """One ancestral step x_t -> x_{t-1}, Ho et al. Algorithm 2 in the posterior-mean form (eq. 6-7):
     mu = sqrt(abar_prev) beta_t / (1-abar_t) x0_hat + sqrt(alpha_t) (1-abar_prev) / (1-abar_t) x_t,
     sigma^2 = beta~_t = (1-abar_prev) / (1-abar_t) beta_t; no noise at i = 0.
-    Equals diffusers' ``DDPMScheduler.step`` (clip_sample, variance "fixed_small"). Returns (x_prev, x0_hat)."""
+    Equals diffusers' ``DDPMScheduler.step`` (clip_sample, variance "fixed_small") at ``noise_scale=1``.
+    ``noise_scale`` multiplies sigma (a sampling temperature, k-diffusion's ``s_noise``; below 1 trades
+    diversity for cleaner samples, see docs/ddpm.md). Returns (x_prev, x0_hat)."""
     abar, abar_prev, beta = (
         v[i : i + 1] for v in (schedule.alphas_cumprod, schedule.alphas_cumprod_prev, schedule.betas)
     )
@@ -52,15 +54,19 @@ def ddpm_step(out, x_t, i: int, schedule: Schedule, *, generator=None, predictio
     )
     if i > 0:
         var = ((1 - abar_prev) / (1 - abar) * beta).clamp(min=1e-20)
-        mean = mean + coef(var.sqrt(), x_t) * randn(out.shape, generator, out)
+        mean = mean + coef(noise_scale * var.sqrt(), x_t) * randn(out.shape, generator, out)
     return mean, x0_hat
 
 
-def ddim_step(out, x_t, i: int, schedule: Schedule, *, eta=0.0, generator=None, prediction="eps", clip_x0=True):
+def ddim_step(
+    out, x_t, i: int, schedule: Schedule, *, eta=0.0, generator=None, prediction="eps", clip_x0=True, noise_scale=1.0
+):
     """One DDIM step (Song et al. 2021, eq. 12) from index i to i-1 of ``schedule`` (abar_prev = 1 at i = 0):
     x_prev = sqrt(abar_prev) x0_hat + sqrt(1 - abar_prev - sigma^2) eps_hat + sigma z,
     sigma = eta sqrt((1-abar_prev)/(1-abar_t)) sqrt(1 - abar_t/abar_prev). eps_hat is the model's
-    (not re-derived from the clipped x0), noise drawn whenever eta > 0: as diffusers' ``DDIMScheduler.step``."""
+    (not re-derived from the clipped x0), noise drawn whenever eta > 0: as diffusers' ``DDIMScheduler.step``.
+    ``noise_scale`` multiplies the added noise ``sigma z`` only (the direction term keeps sigma), as in
+    :func:`ddpm_step`."""
     abar, abar_prev = schedule.alphas_cumprod[i : i + 1], schedule.alphas_cumprod_prev[i : i + 1]
     x0_hat, eps_hat = predict_x0_eps(out, x_t, abar, prediction)
     if clip_x0:
@@ -68,7 +74,7 @@ def ddim_step(out, x_t, i: int, schedule: Schedule, *, eta=0.0, generator=None, 
     sigma = eta * ((1 - abar_prev) / (1 - abar) * (1 - abar / abar_prev)).sqrt()
     x_prev = coef(abar_prev.sqrt(), x_t) * x0_hat + coef((1 - abar_prev - sigma**2).sqrt(), x_t) * eps_hat
     if eta > 0:
-        x_prev = x_prev + coef(sigma, x_t) * randn(out.shape, generator, out)
+        x_prev = x_prev + coef(noise_scale * sigma, x_t) * randn(out.shape, generator, out)
     return x_prev, x0_hat
 
 
@@ -240,6 +246,7 @@ def sample(
     spacing: str = "evenly",
     sigma_max: float | None = 80.0,
     eta: float = 0.0,
+    noise_scale: float = 1.0,
     generator: torch.Generator | None = None,
     prediction: str = "eps",
     clip_x0: bool = True,
@@ -251,7 +258,8 @@ def sample(
     (``steps=None``) or over ``steps`` of them chosen by ``spacing`` (the model always receives the
     original time values); ``spacing="karras"`` (``dpm++2m`` and ``heun`` only) takes ``steps`` noise
     levels of :func:`karras_grid` capped at ``sigma_max``. x_T ~ N(0, I) is drawn with ``generator``
-    unless given. ``eta``: DDIM only; ``clip_x0``: clip every data prediction to [-1, 1]. The caller puts
+    unless given. ``eta``: DDIM only; ``noise_scale``: multiplies the noise each ancestral (or DDIM
+    eta > 0) step adds; the ODE solvers add none. ``clip_x0``: clip every data prediction to [-1, 1]. The caller puts
     the model in eval mode (and under autocast).
 
     Model calls: ``steps`` for ancestral, DDIM and DPM-Solver++(2M), ``2 * steps - 1`` for Heun."""
@@ -294,9 +302,11 @@ def sample(
     for i in indices:
         out = model(x, schedule.time_for_model(i, x.shape[0]).to(device)).float()
         if sampler == "ddpm":
-            x, _ = ddpm_step(out, x, i, schedule, generator=generator, prediction=prediction, clip_x0=clip_x0)
+            x, _ = ddpm_step(out, x, i, schedule, generator=generator, prediction=prediction, clip_x0=clip_x0,
+                             noise_scale=noise_scale)  # fmt: skip
         else:
-            x, _ = ddim_step(out, x, i, schedule, eta=eta, generator=generator, prediction=prediction, clip_x0=clip_x0)
+            x, _ = ddim_step(out, x, i, schedule, eta=eta, generator=generator, prediction=prediction, clip_x0=clip_x0,
+                             noise_scale=noise_scale)  # fmt: skip
     return x
 
 
