@@ -220,10 +220,11 @@ def main() -> int:
     if any(c.startswith("lucidrains") for c in args.contenders):
         import_lucidrains()  # fail before anything trains
 
-    # Pinned to the recorded table (docs/ddpm.md): 100 sampling steps for every contender, and our UNet
-    # at 64/128 channels, the width the peers' parameter counts are matched to
+    # Pinned to the recorded table (docs/ddpm.md): 100 sampling steps for every contender, our UNet at
+    # 64/128 channels (the width the peers' parameter counts are matched to), and the ancestral step at
+    # noise scale 1, as diffusers' DDPMScheduler samples
     over = [f"train.minutes={args.minutes}", "train.job_minutes=null", f"sample.num_samples={args.num_samples}"]
-    over += ["sample.steps=100", "model.channels=[64,128]"]
+    over += ["sample.steps=100", "model.channels=[64,128]", "sample.noise_scale=1"]
     cfg = load_run_config(args.config, over)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -4,12 +4,15 @@
     python scripts/sampler_table.py runs/ddpm_mnist                 # the default rows, seeds 0 1 2 (~6 min)
     python scripts/sampler_table.py runs/ddpm_mnist --seeds 0 --rows sample.steps=50 \\
         "sample.sampler=dpm++2m,sample.spacing=karras"
+    python scripts/sampler_table.py runs/ddpm_mnist --plot noise.png --rows sample.noise_scale=1 \\
+        sample.noise_scale=0.95 sample.noise_scale=0.9            # the ancestral noise scale (docs/ddpm.md)
 
 Each row is a comma-separated list of ``sample.*`` overrides on the run's own config; every row draws
 the run's ``sample.num_samples`` digits from the EMA weights at each seed and scores them with the run's
 evaluator. The FD of N = 500 samples moves by several units with the seed alone, so the table gives the
-mean over seeds and the spread (max - min). Writes OUT (default RUN/sampler_table.json) and prints the
-table in markdown.
+mean over seeds and the spread (max - min). Writes OUT (default RUN/sampler_table.json), prints the
+table in markdown and, with ``--plot``, draws FD and confidence per row (mean, bars from min to max
+over the seeds).
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ from pathlib import Path
 
 import torch
 
+from timestep_embed.analysis.figures import new_figure
 from timestep_embed.ddpm.checkpoint import load_model
 from timestep_embed.ddpm.config import load_run_config
 from timestep_embed.ddpm.configfile import ConfigError, apply_overrides, config_to_dict
 from timestep_embed.ddpm.evaluate import evaluate_samples
 from timestep_embed.ddpm.runtime import resolve_bf16, resolve_device
 from timestep_embed.ddpm.sample import generate
-from timestep_embed.files import atomic_write_bytes
+from timestep_embed.files import atomic_write_bytes, save_figure
 
 ROWS = [
     "sample.sampler=ddpm,sample.steps=100",
@@ -43,12 +47,31 @@ ROWS = [
 ]
 
 
+def plot_rows(results: list[dict], path: Path, title: str) -> Path:
+    """FD and confidence per row: the mean over seeds, with a bar from the lowest to the highest seed."""
+    labels = [r["row"].replace("sample.", "").replace(",", "\n") for r in results]
+    fig = new_figure(max(6.0, 1.1 * len(results) + 2), 3.6)
+    for k, (key, name) in enumerate((("fd", "FD (lower is better)"), ("confidence", "confidence (higher is better)"))):
+        ax = fig.add_subplot(1, 2, k + 1)
+        values = [[x[key] for x in r["seeds"]] for r in results]
+        mean = [statistics.fmean(v) for v in values]
+        low = [m - min(v) for m, v in zip(mean, values, strict=True)]
+        high = [max(v) - m for m, v in zip(mean, values, strict=True)]
+        ax.errorbar(range(len(results)), mean, yerr=[low, high], fmt="o", capsize=4)
+        ax.set_xticks(range(len(results)), labels, fontsize=7, rotation=30, ha="right")
+        ax.set(ylabel=name)
+        ax.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=9)
+    return save_figure(fig, path, 120)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="a run folder with checkpoint.safetensors (timestep-embed train)")
     parser.add_argument("--rows", nargs="+", default=ROWS, metavar="KEY=VALUE[,KEY=VALUE]")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=None, help="the JSON to write (default RUN/sampler_table.json)")
+    parser.add_argument("--plot", type=Path, default=None, metavar="PNG", help="also draw FD and confidence per row")
     args = parser.parse_args(argv)
     if not (args.run / "checkpoint.safetensors").is_file():
         print(f"error: run = {str(args.run)!r}: no checkpoint.safetensors there (train one first)", file=sys.stderr)
@@ -82,6 +105,9 @@ def main(argv=None) -> int:
                         "seeds": scores})  # fmt: skip
     out = args.out or args.run / "sampler_table.json"
     atomic_write_bytes(out, (json.dumps({"run": str(args.run), "rows": results}, indent=2) + "\n").encode())
+    if args.plot is not None:
+        seeds = ", ".join(map(str, args.seeds))
+        plot_rows(results, args.plot, f"{args.run.name}: {cfg.sample.num_samples} samples per seed, seeds {seeds}")
     print(f"| sampling (overrides) | model calls | time for {cfg.sample.num_samples} digits | FD mean (spread) "
           f"| FD at seeds {' / '.join(map(str, args.seeds))} | confidence | class entropy |")  # fmt: skip
     print("|---|---:|---:|---:|---|---:|---:|")

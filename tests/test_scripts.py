@@ -92,13 +92,14 @@ def test_sampler_table_smoke(tmp_path):
     assert subprocess.run(train, cwd=tmp_path, env=env, capture_output=True, timeout=300).returncode == 0
     rows = ["sample.steps=3", "sample.sampler=heun,sample.steps=2,sample.spacing=karras"]
     cmd = [sys.executable, str(ROOT / "scripts" / "sampler_table.py"), str(tmp_path / "run"), "--seeds", "0", "1",
-           "--rows", *rows]  # fmt: skip
+           "--rows", *rows, "--plot", str(tmp_path / "rows.png")]  # fmt: skip
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     table = json.loads((tmp_path / "run" / "sampler_table.json").read_text())["rows"]
     assert [r["row"] for r in table] == rows and [r["calls"] for r in table] == [3, 3]
     assert all(len(r["seeds"]) == 2 and r["seeds"][0]["fd"] > 0 for r in table)
     assert f"| `{rows[1]}` | 3 |" in result.stdout
+    assert (tmp_path / "rows.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bad = subprocess.run([*cmd[:3], "--rows", "sample.sampler=nope"], cwd=tmp_path, env=env, capture_output=True,
                          text=True, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and "--rows" in bad.stderr and "Traceback" not in bad.stderr
