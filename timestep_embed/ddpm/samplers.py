@@ -258,9 +258,9 @@ def sample(
     (``steps=None``) or over ``steps`` of them chosen by ``spacing`` (the model always receives the
     original time values); ``spacing="karras"`` (``dpm++2m`` and ``heun`` only) takes ``steps`` noise
     levels of :func:`karras_grid` capped at ``sigma_max``. x_T ~ N(0, I) is drawn with ``generator``
-    unless given. ``eta``: DDIM only; ``noise_scale``: multiplies the noise each ancestral (or DDIM
-    eta > 0) step adds; the ODE solvers add none. ``clip_x0``: clip every data prediction to [-1, 1]. The caller puts
-    the model in eval mode (and under autocast).
+    unless given. ``eta``: DDIM only. ``noise_scale``: multiplies the noise each ancestral (or DDIM
+    eta > 0) step adds; the ODE solvers add none. ``clip_x0``: clip every data prediction to [-1, 1].
+    The caller puts the model in eval mode (and under autocast).
 
     Model calls: ``steps`` for ancestral, DDIM and DPM-Solver++(2M), ``2 * steps - 1`` for Heun."""
     if sampler not in SAMPLERS:
