@@ -36,12 +36,7 @@ from torch import nn
 
 from timestep_embed.analysis.figures import new_figure
 from timestep_embed.conventions import Convention
-from timestep_embed.ddpm.checkpoint import RUN_CHECKPOINT, load_checkpoint, strip_prefix
-from timestep_embed.ddpm.config import load_run_config
-from timestep_embed.ddpm.data import load_mnist
-from timestep_embed.ddpm.diffusion import schedule_from_config, training_loss
-from timestep_embed.ddpm.train import run_training
-from timestep_embed.ddpm.unet import UNet
+from timestep_embed.ddpm import RunConfig, load_mnist, load_model, run_training, schedule_from_config, training_loss
 from timestep_embed.files import atomic_write_bytes, save_figure
 from timestep_embed.nn import FourierEmbedding, TimestepEmbedder, TimestepMLP, default_sinusoid_dim
 from timestep_embed.sinusoidal import sinusoidal_embedding
@@ -160,28 +155,15 @@ def heldout_band_loss(model: nn.Module, schedule, x0: torch.Tensor, prediction: 
     return out
 
 
-def load_trained_model(run_dir: Path, config, time_embedder: nn.Module) -> nn.Module:
-    """The run's UNet with ``time_embedder`` (a fresh module of the same variant), EMA weights if saved."""
-    model = UNet(config.model, time_embedder=time_embedder)
-    tensors, _ = load_checkpoint(run_dir / RUN_CHECKPOINT)
-    expected = set(model.state_dict())
-    for prefix in ("ema.", "model.", ""):
-        state = strip_prefix(tensors, prefix)
-        if set(state) == expected:
-            model.load_state_dict(state)
-            return model.eval()
-    raise RuntimeError(f"{run_dir}: no prefix of the checkpoint matches the UNet's state dict")
-
-
 def run_variant(name: str, seed: int, args, heldout: torch.Tensor) -> dict:
-    overrides = [*(QUICK if args.quick else FULL), f"train.seed={seed}", *args.set, *VARIANT_OVERRIDES.get(name, [])]
-    config = load_run_config(args.config, overrides)
+    base = [*(QUICK if args.quick else FULL), f"train.seed={seed}"]
+    config = RunConfig.load(args.config, base).with_overrides(args.set).with_overrides(VARIANT_OVERRIDES.get(name, []))
     emb_dim, T = config.model.emb_dim, config.diffusion.num_timesteps  # noqa: N806
     run_dir = args.out / name / f"seed{seed}"
     start = time.time()
     embedder = build_variant(name, emb_dim, T, seed)
     metrics = run_training(config, run_dir, time_embedder=embedder, overwrite=True, progress=False)
-    model = load_trained_model(run_dir, config, build_variant(name, emb_dim, T, seed))
+    model, _ = load_model(run_dir, time_embedder=build_variant(name, emb_dim, T, seed))  # the EMA weights
     bands = heldout_band_loss(model, schedule_from_config(config.diffusion), heldout, config.diffusion.prediction)
     keep = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
     return {
@@ -277,7 +259,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     args.out = args.out or Path("runs/ablation_quick" if args.quick else "runs/ablation")
     args.out.mkdir(parents=True, exist_ok=True)
-    config = load_run_config(args.config, [*(QUICK if args.quick else FULL), *args.set])
+    config = RunConfig.load(args.config, QUICK if args.quick else FULL).with_overrides(args.set)
     t, m = config.train, config.model
     steps = f"train.steps={t.steps}" if t.steps else f"train.minutes={t.minutes}"
     budget = f"{steps}, batch {t.batch_size}, UNet channels {list(m.channels)}, emb_dim {m.emb_dim}"

@@ -110,9 +110,9 @@ def test_only_interop_imports_diffusers_and_only_ddpm_and_the_cli_import_ddpm():
 def test_no_function_local_import_of_the_package_and_lazy_imports_only_of_optional_packages():
     local_own = [f"{p.relative_to(PACKAGE.parent)}:{line}" for _, _, line, is_local, p in EDGES if is_local]
     assert not local_own, local_own
-    allowed = OPTIONAL_HEAVY | {"yaml", "safetensors", "tqdm", "tomllib", "tomli", "threadpoolctl"}
+    allowed = OPTIONAL_HEAVY | {"yaml", "safetensors", "tqdm", "tensorboard", "huggingface_hub", "threadpoolctl"}
     lazy = {
-        name.split(".")[0]
+        "tensorboard" if name.startswith("torch.utils.tensorboard") else name.split(".")[0]  # needs tensorboard
         for p in FILES
         for name, _, is_local in imports(p)
         if is_local and not name.startswith("timestep_embed")

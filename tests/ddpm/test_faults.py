@@ -20,17 +20,19 @@ import torch
 
 from timestep_embed import files
 from timestep_embed.cli import main
-from timestep_embed.ddpm import checkpoint as ckpt
-from timestep_embed.ddpm.classifier import load_classifier
-from timestep_embed.ddpm.config import ClassifierConfig
-from timestep_embed.ddpm.configfile import ConfigError
-from timestep_embed.ddpm.runfolder import RunFolderBusy
-from timestep_embed.ddpm.train import run_training
+from timestep_embed.ddpm import ClassifierConfig, ConfigError, load_classifier, run_training
+from timestep_embed.ddpm.checkpoint import load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
 FAST = ["eval.enabled=false", "sample.num_samples=4", "sample.batch_size=4", "sample.steps=3", "train.bf16=false",
         "train.threads=1", "train.steps=4", "train.grid_every=2"]  # fmt: skip
+
+
+def fast(*extra: str) -> list[str]:
+    """FAST with ``extra`` overrides in place of its own for the same keys (a key may be given once)."""
+    keys = {e.partition("=")[0] for e in extra}
+    return [o for o in FAST if o.partition("=")[0] not in keys] + list(extra)
 
 
 def finished_run(tmp_path: Path) -> Path:
@@ -39,23 +41,39 @@ def finished_run(tmp_path: Path) -> Path:
     return run
 
 
-def test_a_live_process_holds_the_folder_and_a_dead_ones_lock_is_taken_over(tmp_path):
+def test_a_live_process_holds_the_folder_and_a_dead_ones_lock_file_is_no_obstacle(tmp_path):
+    run = tmp_path / "run"
+    with files.hold(run / ".lock", "the run"):  # this very process: alive
+        with pytest.raises(files.Busy, match=f"run is in use by process {os.getpid()}"):
+            run_training(SMOKE, run, overrides=FAST, progress=False)
+        assert sorted(p.name for p in run.iterdir()) == [".lock"]  # nothing written
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (run / ".lock").write_text(f"process {dead.stdout.strip()} on {os.uname().nodename}")  # left by a kill
+    assert run_training(SMOKE, run, overrides=FAST, progress=False)["finished"]
+    assert (run / ".lock").is_file()  # never deleted: a deleted lock file would let two processes lock two files
+
+
+def test_two_starts_on_a_folder_with_a_stale_lock_admit_exactly_one(tmp_path):
+    """The lock is the operating system's (it ends with its process), so there is no stale lock to take
+    over, and no window in which two processes both take it over and one deletes the other's."""
     run = tmp_path / "run"
     run.mkdir()
-    (run / ".lock").write_text(f"{os.getpid()} {os.uname().nodename}")  # this very process: alive
-    with pytest.raises(RunFolderBusy, match=f"in use by process {os.getpid()}"):
-        run_training(SMOKE, run, overrides=FAST, progress=False)
-    assert sorted(p.name for p in run.iterdir()) == [".lock"]  # nothing written
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    (run / ".lock").write_text(f"{dead.stdout.strip()} {os.uname().nodename}")  # a process that has exited
-    assert run_training(SMOKE, run, overrides=FAST, progress=False)["finished"]
-    assert not (run / ".lock").exists()
+    (run / ".lock").write_text("process 999999 on a host that is gone")
+    env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "timestep_embed", "train", "--config", SMOKE, "--out-dir", str(run), "--quiet",
+           *fast("train.steps=30")]  # fmt: skip
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in "ab"]
+    results = [(p.wait(timeout=240), p.communicate()[1]) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], results
+    assert "in use by process" in next(err for code, err in results if code == 2)
+    assert json.loads((run / "metrics.json").read_text())["train_steps"] == 30
 
 
 def test_two_runs_on_one_folder_the_second_is_refused(tmp_path):
     env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "timestep_embed", "train", "--config", SMOKE, "--out-dir", str(tmp_path / "run"),
-           "--quiet", *FAST, "train.steps=40"]  # fmt: skip
+           "--quiet", *fast("train.steps=40")]  # fmt: skip
     first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while not (tmp_path / "run" / ".lock").exists() and time.time() < deadline:
@@ -112,11 +130,11 @@ def test_resume_after_an_interruption_during_sampling_does_only_what_is_missing(
 
 def test_resume_with_a_changed_budget_is_stated_and_each_step_is_logged_once(tmp_path, caplog):
     run = tmp_path / "run"
-    run_training(SMOKE, run, overrides=[*FAST, "train.log_every=1"], progress=False, stop_at=3)
+    run_training(SMOKE, run, overrides=fast("train.log_every=1"), progress=False, callback=lambda n, *_: n >= 3)
     with open(run / "log.jsonl", "a") as log:  # steps logged after the checkpoint, before a kill
         log.write(json.dumps({"step": 4, "loss": 1.0}) + "\n")
     with caplog.at_level("WARNING", logger="timestep_embed"):
-        over = [*FAST, "train.log_every=1", "train.steps=6"]
+        over = fast("train.log_every=1", "train.steps=6")
         metrics = run_training(SMOKE, run, overrides=over, progress=False, resume=True)
     assert metrics["train_steps"] == 6 and "--resume with another budget: train.steps 4 -> 6" in caplog.text
     steps = [json.loads(line)["step"] for line in (run / "log.jsonl").read_text().splitlines()]
@@ -128,7 +146,7 @@ def test_resume_that_would_train_another_model_is_refused_before_any_write(tmp_p
     run = finished_run(tmp_path)
     config = (run / "config.yaml").read_bytes()
     with pytest.raises(ConfigError, match="would train another model"):
-        run_training(SMOKE, run, overrides=[*FAST, change], progress=False, resume=True)
+        run_training(SMOKE, run, overrides=fast(change), progress=False, resume=True)
     assert (run / "config.yaml").read_bytes() == config  # the run's own config is untouched
     # an edited config.yaml (shapes that still fit) is caught the same way on a plain --resume
     (run / "config.yaml").write_text((run / "config.yaml").read_text().replace("linear", "cosine"))
@@ -143,9 +161,9 @@ def test_a_folder_that_holds_a_run_is_refused_and_overwrite_clears_it(tmp_path):
         run_training(SMOKE, run, overrides=FAST, progress=False)
     (run / "grid_000999.png").write_bytes(b"old")
     (run / ".checkpoint.safetensors.abc123.tmp").write_bytes(b"x" * 1000)  # left by a kill mid-write
-    run_training(SMOKE, run, overrides=[*FAST, "train.grid_every=0"], progress=False, overwrite=True)
+    run_training(SMOKE, run, overrides=fast("train.grid_every=0"), progress=False, overwrite=True)
     names = {p.name for p in run.iterdir()}
-    assert "grid_000999.png" not in names and not any(n.endswith(".tmp") for n in names) and ".lock" not in names
+    assert "grid_000999.png" not in names and not any(n.endswith(".tmp") for n in names)
 
 
 def test_a_full_disk_is_one_line_on_stderr_and_the_run_survives(tmp_path, monkeypatch, capsys):
@@ -196,9 +214,9 @@ def test_the_cached_evaluator_is_checked_and_retrained_when_its_file_changed(tmp
     config = ClassifierConfig(width=2, epochs=1, feature_dim=8, batch_size=256, negatives=4, max_train=512)
     model, info = load_classifier("builtin", config, tmp_path)
     path = Path(info["cache_file"])
-    tensors, meta = ckpt.load_checkpoint(path)
+    tensors, meta = load_checkpoint(path)
     tensors = {k: v + 1 if v.is_floating_point() else v for k, v in tensors.items()}  # someone else's weights
-    ckpt.save_checkpoint(path, tensors, meta)
+    save_checkpoint(path, tensors, meta)
     with caplog.at_level("WARNING", logger="timestep_embed"):
         again, info2 = load_classifier("builtin", config, tmp_path)
     assert "not trusted" in caplog.text and not info2["cached"]

@@ -15,17 +15,21 @@ import json
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..progress import progress as progress_bar
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from .config import ClassifierConfig
 from .data import load_mnist
+from .schema import check_section
 
 __all__ = [
+    "ClassifierConfig",
     "CLASSIFIER_VERSION",
     "MnistClassifier",
     "train_classifier",
@@ -39,6 +43,29 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CLASSIFIER_VERSION = 1  # bump when the architecture or training loop changes (part of the cache key)
+
+
+@dataclass(frozen=True)
+class ClassifierConfig:
+    """The evaluator's MNIST classifier (``eval.classifier``); changing any field trains (and caches) a new one."""
+
+    KEY: ClassVar[str] = "eval.classifier"
+    RANGES: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("width", "epochs", "batch_size", "lr", "feature_dim", "max_train"), "> 0"),
+        **dict.fromkeys(("weight_decay", "negatives"), ">= 0"),
+    }
+    width: int = 32  # channels of the first conv; then 2x and 4x
+    epochs: int = 8
+    batch_size: int = 64
+    lr: float = 3e-3  # one-cycle peak
+    weight_decay: float = 1e-4
+    feature_dim: int = 128  # penultimate features used for the Frechet distance
+    seed: int = 0
+    max_train: int = 12000  # cap for full MNIST (60k), a seeded subset
+    negatives: int = 16  # non-digit images per batch trained towards the uniform distribution (0 = off)
+
+    def __post_init__(self) -> None:
+        check_section(self)
 
 
 class MnistClassifier(nn.Module):
@@ -89,11 +116,7 @@ def train_classifier(
     steps_per_epoch = max(1, len(images) // config.batch_size)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=config.lr, total_steps=config.epochs * steps_per_epoch)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm  # optional dependency (the train extra)
-
-        bar = tqdm(total=config.epochs * steps_per_epoch, desc="training the MNIST evaluator", leave=False)
+    bar = progress_bar(config.epochs * steps_per_epoch, "training the MNIST evaluator", "step", enabled=progress)
     model.train()
     for _ in range(config.epochs):
         order = torch.randperm(len(images), generator=g)
@@ -113,11 +136,9 @@ def train_classifier(
             loss.backward()
             opt.step()
             sched.step()
-            if bar is not None:
-                bar.update()
-                bar.set_postfix(loss=f"{loss.item():.3f}")
-    if bar is not None:
-        bar.close()
+            bar.update()
+            bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+    bar.close()
     return model.eval()
 
 

@@ -20,12 +20,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import torch
 
 Model = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-PREDICTIONS = ("eps", "v", "flow")
-SPACINGS = ("evenly", "leading", "trailing")
+Prediction = Literal["eps", "v", "flow"]  # what the model outputs: noise, velocity v, or the flow u = eps - x0
+ScheduleName = Literal["linear", "cosine"]  # Ho et al. 2020 / Nichol & Dhariwal 2021
+IndexSpacing = Literal["evenly", "leading", "trailing"]  # which of the T steps a sampler visits
+PREDICTIONS, SCHEDULES, SPACINGS = get_args(Prediction), get_args(ScheduleName), get_args(IndexSpacing)
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: tensors have no single truth value
@@ -119,8 +122,8 @@ def make_schedule(
     t_i = (i + 1) / T; the model is fed ``1000 * t_i`` (float), and :func:`training_loss` draws
     t ~ U(1/T, 1) instead of an index.
     """
-    if schedule not in ("linear", "cosine"):
-        raise ValueError(f"schedule={schedule!r} is not one of ('linear', 'cosine')")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule={schedule!r} is not one of {SCHEDULES}")
     if not isinstance(num_timesteps, int) or num_timesteps < 1:
         raise ValueError(f"num_timesteps={num_timesteps!r} must be a positive int")
     T = num_timesteps  # noqa: N806

@@ -23,11 +23,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .classifier import classify, load_classifier
-from .config import ClassifierConfig
+from .classifier import ClassifierConfig, classify, load_classifier
 from .data import crop_to_28, load_mnist
 
-__all__ = ["frechet_distance", "prepare_samples", "evaluate_samples", "format_report"]
+__all__ = ["frechet_distance", "prepare_samples", "evaluate_samples", "score", "format_report"]
 
 
 def frechet_distance(a: torch.Tensor | np.ndarray, b: torch.Tensor | np.ndarray) -> float:
@@ -109,6 +108,12 @@ def evaluate_samples(
         classifier_cached=info["cached"],
     )
     return result
+
+
+def score(cfg, samples, references: bool = True, progress: bool = False) -> dict:
+    """:func:`evaluate_samples` with a run's own evaluator settings (``cfg``: a ``RunConfig``): its
+    classifier and its data source."""
+    return evaluate_samples(samples, cfg.eval.classifier, cfg.data.source, references=references, progress=progress)
 
 
 def format_report(m: dict) -> str:

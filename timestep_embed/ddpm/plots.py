@@ -1,4 +1,4 @@
-"""A run's pictures: sample grids with a caption, the loss curve, the trained time embedding.
+"""A run's pictures: sample grids with a caption and the loss curve.
 
 Drawn on matplotlib's Agg canvas (:func:`~timestep_embed.analysis.figures.new_figure`: no display, no
 pyplot state) and written atomically.
@@ -11,11 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..analysis.figures import new_figure, plot_time_mlp
+from ..analysis.figures import new_figure
 from ..files import save_figure
-from .checkpoint import load_model
 
-__all__ = ["grid_image", "save_grid_png", "save_loss_curve", "plot_run_time_mlp"]
+__all__ = ["grid_image", "save_grid_png", "save_loss_curve"]
 
 
 def grid_image(samples, nrow: int = 10) -> np.ndarray:
@@ -62,12 +61,3 @@ def save_loss_curve(log_path, png_path, ylabel: str = "training loss (MSE)") -> 
     ax.grid(alpha=0.3)
     ax.legend()
     return save_figure(fig, png_path, 120)
-
-
-def plot_run_time_mlp(run, png_path, dpi: int = 110) -> Path:
-    """The time embedding of a trained run (EMA weights) after its MLP (see
-    :func:`~timestep_embed.analysis.figures.plot_time_mlp`)."""
-    model, cfg = load_model(run)
-    title = f"trained: {Path(run)} (EMA weights)"
-    steps = cfg.diffusion.num_timesteps
-    return plot_time_mlp(model.time_embedder, png_path, num_timesteps=steps, title=title, dpi=dpi)

@@ -1,33 +1,35 @@
-"""Draw samples from a trained DDPM: ``timestep-embed sample RUN`` -> a .npy and a captioned PNG grid.
+"""A trained model: read back from a run (or an exported folder), exported, and sampled from.
 
 Python use::
 
-    model, cfg = load_model("runs/ddpm_mnist")               # EMA weights, eval mode
-    x = generate(model, cfg, "cpu")                          # [N, 1, 28, 28] in [-1, 1]
+    model, cfg = load_model("runs/ddpm_mnist")                # EMA weights, eval mode
+    x = generate(model, cfg, Runtime.create())                # [N, 1, 28, 28] in [-1, 1]
+
+``timestep-embed sample RUN`` is :func:`sample_run`: new samples into files of their own.
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from ..files import save_npy
-from . import diffusion as D
-from .checkpoint import load_model
-from .config import RunConfig, load_run_config
-from .configfile import ConfigError, apply_overrides, config_to_dict
+from ..files import PRETRAINED_CONFIG, load_pretrained, save_npy
+from .checkpoint import RUN_CHECKPOINT, CheckpointError, load_checkpoint, read_metadata, strip_prefix
+from .config import RunConfig
+from .diffusion import schedule_from_config
 from .plots import save_grid_png
-from .runtime import ThreadTuner, resolve_bf16, resolve_device
+from .runtime import Runtime
 from .samplers import sample
+from .schema import ConfigError
+from .unet import UNet
 
-__all__ = ["generate", "describe_sampling", "sample_run"]
+__all__ = ["generate", "describe_sampling", "run_config", "load_model", "export_run", "sample_run"]
 
 
-def describe_sampling(cfg: RunConfig) -> str:
+def describe_sampling(cfg) -> str:
     """A one-line caption of how ``cfg.sample`` draws: sampler, steps, noise scale (where it applies), seed."""
     s = cfg.sample
     names = {"ddpm": "ancestral DDPM", "ddim": f"DDIM (eta {s.eta:g})", "dpm++2m": "DPM-Solver++(2M)", "heun": "Heun"}
@@ -42,42 +44,21 @@ def describe_sampling(cfg: RunConfig) -> str:
 
 
 @torch.no_grad()
-def generate(
-    model: nn.Module,
-    cfg: RunConfig,
-    device,
-    bf16: bool = False,
-    progress: bool = False,
-    threads: int | str | None = None,
-) -> torch.Tensor:
+def generate(model: nn.Module, cfg, rt: Runtime, progress: bool = False) -> torch.Tensor:
     """``cfg.sample.num_samples`` samples (float32 CPU ``[N, C, H, W]`` in [-1, 1]) with ``cfg.sample``'s
-    sampler, steps and seed, in batches of ``cfg.sample.batch_size``, one generator for all.
-
-    ``threads``: CPU threads (an int, ``"auto"`` = timed choice, see
-    :class:`~timestep_embed.ddpm.runtime.ThreadTuner`, None = as they are).
-    """
+    sampler, steps and seed, in batches of ``cfg.sample.batch_size`` drawn from one generator, on
+    ``rt.device`` under ``rt.autocast()``. ``cfg``: a ``RunConfig``."""
     s, m = cfg.sample, cfg.model
-    device = torch.device(device)
-    schedule = D.schedule_from_config(cfg.diffusion)
-    gen = torch.Generator(device).manual_seed(s.seed)
+    schedule = schedule_from_config(cfg.diffusion)
+    gen = torch.Generator(rt.device).manual_seed(s.seed)
     was_training = model.training
     model.eval()
-    cast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-    tuner = ThreadTuner(threads, probe=3, period=60.0) if threads is not None and device.type == "cpu" else None
-
-    def net(x, t):  # times every model call, so the tuner can keep the faster thread count
-        t0 = time.perf_counter()
-        y = model(x, t)
-        if tuner is not None:
-            tuner.step(time.perf_counter() - t0)
-        return y
-
     out = []
-    with cast:
+    with rt.autocast():
         for start in range(0, s.num_samples, s.batch_size):
             n = min(s.batch_size, s.num_samples - start)
             x = sample(
-                net,
+                model,
                 (n, m.in_channels, m.image_size, m.image_size),
                 schedule,
                 sampler=s.sampler,
@@ -89,7 +70,7 @@ def generate(
                 generator=gen,
                 prediction=cfg.diffusion.prediction,
                 clip_x0=s.clip_x0,
-                device=device,
+                device=rt.device,
                 progress=progress,
             )
             out.append(x.float().clamp(-1, 1).cpu())
@@ -97,9 +78,61 @@ def generate(
     return torch.cat(out)
 
 
+def run_config(path) -> RunConfig:
+    """The config of a run folder (its checkpoint's), of a checkpoint file, or of an exported folder."""
+    path = Path(path)
+    file = path / RUN_CHECKPOINT if path.is_dir() else path
+    if path.is_dir() and not file.is_file() and (path / PRETRAINED_CONFIG).is_file():
+        stored = load_pretrained(path, "UNet")[0].get("run")
+    else:
+        stored = read_metadata(file).get("config")
+    if not stored:
+        raise CheckpointError(f"{path}: no run config in it (not written by timestep-embed train or export)")
+    try:
+        return RunConfig.load(stored)
+    except ConfigError as exc:
+        raise CheckpointError(f"{path}: its stored config is invalid: {exc}") from exc
+
+
+def load_model(path, time_embedder: nn.Module | None = None, ema: bool = True, device="cpu") -> tuple[UNet, RunConfig]:
+    """``(UNet in eval mode, RunConfig)`` from a run folder, its ``checkpoint.safetensors``, or a folder
+    written by :func:`export_run`.
+
+    ``ema``: the EMA weights (what sampling uses) or the raw ones (run checkpoints only).
+    ``time_embedder``: as in :class:`~timestep_embed.ddpm.unet.UNet` (its state must match the checkpoint's).
+    """
+    path = Path(path)
+    file = path / RUN_CHECKPOINT if path.is_dir() else path
+    cfg = run_config(path)
+    if path.is_dir() and not file.is_file():  # an exported folder
+        if not ema or time_embedder is not None:
+            raise CheckpointError(f"{path}: an exported folder holds the EMA weights of the default UNet only")
+        return UNet.from_pretrained(path).to(device), cfg
+    tensors, _ = load_checkpoint(file)
+    model = UNet(cfg.model, time_embedder)
+    prefix = "ema." if ema else "model."
+    try:
+        model.load_state_dict(strip_prefix(tensors, prefix))
+    except RuntimeError as exc:
+        raise CheckpointError(f"{file}: the {prefix!r} weights do not fit the stored model config: {exc}") from exc
+    return model.to(device).eval(), cfg
+
+
+def export_run(run, out) -> Path:
+    """The EMA weights of a run as a pretrained folder (``config.json`` with the run's config and the
+    versions, ``model.safetensors``): a fraction of the run checkpoint, which also holds the raw
+    weights, the optimizer and the RNG state. ``UNet.from_pretrained(out)`` and :func:`load_model` read it."""
+    run, out = Path(run), Path(out)
+    folder = run if run.is_dir() else run.parent
+    if out.resolve() == folder.resolve() or (out / RUN_CHECKPOINT).exists():
+        raise ValueError(f"--out {str(out)!r} is a run folder: export into a folder of its own")
+    model, cfg = load_model(run, ema=True)
+    return model.save_pretrained(out, run_config=cfg)
+
+
 def sample_run(
     run,
-    overrides=(),
+    overrides: Sequence[str] = (),
     out: str | Path | None = None,
     *,
     raw: bool = False,
@@ -107,32 +140,31 @@ def sample_run(
     bf16: bool | str = "auto",
     overwrite: bool = False,
     progress: bool = True,
-) -> tuple[Path, Path, float]:
-    """Draw samples from a run folder (or its checkpoint) with ``sample.*`` overrides; write
-    ``PREFIX.npy`` and ``PREFIX.png``. Returns ``(npy, png, seconds)``.
+) -> tuple[Path, Path]:
+    """Draw samples from a run folder (or its checkpoint, or an exported folder) with ``sample.*``
+    overrides into ``PREFIX.npy`` and a captioned ``PREFIX.png``; returns their paths.
 
-    ``out``: the prefix (``.npy`` and ``.png`` are appended); default
-    ``<run>/samples-<sampler>-<steps>-seed<seed>``, never the run's own scored ``samples.*``.
-    Existing files are refused unless ``overwrite``.
+    ``out``: the prefix; default ``<run>/samples-<sampler>-<steps>-seed<seed>`` (``-raw`` added for the
+    raw weights), never the run's own scored ``samples.*``. Existing files are refused unless ``overwrite``,
+    also when another sampling writes the same name meanwhile (the write never replaces a file then).
     """
     bad = [o for o in overrides if not str(o).startswith("sample.")]
     if bad:
         raise ConfigError(f"only sample.* overrides apply to sampling, got {bad[0]!r}")
-    dev = torch.device(resolve_device(device))
-    model, cfg = load_model(run, ema=not raw, device=dev)
-    cfg = load_run_config(apply_overrides(config_to_dict(cfg), list(overrides)))
-    src = Path(run)
+    rt = Runtime.create(device, bf16)
+    model, cfg = load_model(run, ema=not raw, device=rt.device)
+    cfg = cfg.with_overrides(overrides)
+    src, s = Path(run), cfg.sample
     folder = src if src.is_dir() else src.parent
-    s = cfg.sample
-    prefix = Path(out) if out is not None else folder / f"samples-{s.sampler}-{s.steps}-seed{s.seed}"
+    default = f"samples-{s.sampler}-{s.steps}-seed{s.seed}" + ("-raw" if raw else "")
+    prefix = Path(out) if out is not None else folder / default
     npy, png = prefix.parent / (prefix.name + ".npy"), prefix.parent / (prefix.name + ".png")
     existing = [p for p in (npy, png) if p.exists()]
     if existing and not overwrite:
         raise FileExistsError(f"{existing[0]} exists: pass --overwrite to replace it, or choose another --out")
-    t0 = time.perf_counter()
-    x = generate(model, cfg, dev, bf16=resolve_bf16(bf16, dev), progress=progress)
-    seconds = time.perf_counter() - t0
-    save_npy(npy, x.numpy())
+    x = generate(model, cfg, rt, progress=progress)
+    save_npy(npy, x.numpy(), exclusive=not overwrite)  # of two samplings racing for one name, one wins
     weights = "raw weights" if raw else "EMA weights"
-    save_grid_png(x[:100], png, caption=f"{min(len(x), 100)} of {len(x)} samples, {weights}, {describe_sampling(cfg)}")
-    return npy, png, seconds
+    caption = f"{min(len(x), 100)} of {len(x)} samples, {weights}, {describe_sampling(cfg)}"
+    save_grid_png(x[:100], png, caption=caption)
+    return npy, png

@@ -24,14 +24,30 @@ from __future__ import annotations
 
 import bisect
 import math
+from typing import Literal, get_args
 
 import torch
 
+from ..progress import progress as progress_bar
 from .diffusion import Model, Schedule, coef, predict_x0_eps, randn, respace, timestep_subsequence
 
-__all__ = ["SAMPLERS", "ddpm_step", "ddim_step", "dpm_solver_2m", "heun", "flow_euler", "karras_grid", "sample"]
+__all__ = [
+    "Sampler",
+    "Spacing",
+    "SAMPLERS",
+    "KARRAS_SAMPLERS",
+    "ddpm_step",
+    "ddim_step",
+    "dpm_solver_2m",
+    "heun",
+    "flow_euler",
+    "karras_grid",
+    "sample",
+]
 
-SAMPLERS = ("ddpm", "ddim", "dpm++2m", "heun", "euler")
+Sampler = Literal["ddpm", "ddim", "dpm++2m", "heun", "euler"]
+Spacing = Literal["evenly", "leading", "trailing", "karras"]  # karras: noise levels, for KARRAS_SAMPLERS only
+SAMPLERS = get_args(Sampler)
 KARRAS_SAMPLERS = ("dpm++2m", "heun")  # the samplers that take a grid of noise levels, not of indices
 
 
@@ -294,13 +310,9 @@ def sample(
     subsequence = timestep_subsequence(schedule.T, steps or schedule.T, spacing)
     if steps is not None and steps != schedule.T:
         schedule = respace(schedule, subsequence)
-    indices = range(schedule.T - 1, -1, -1)
-    if progress:
-        from tqdm.auto import tqdm
-
-        indices = tqdm(indices, desc=f"{sampler} sampling", leave=False)
-    for i in indices:
-        out = model(x, schedule.time_for_model(i, x.shape[0]).to(device)).float()
+    net = _maybe_progress(model, progress, sampler)
+    for i in range(schedule.T - 1, -1, -1):
+        out = net(x, schedule.time_for_model(i, x.shape[0]).to(device)).float()
         if sampler == "ddpm":
             x, _ = ddpm_step(out, x, i, schedule, generator=generator, prediction=prediction, clip_x0=clip_x0,
                              noise_scale=noise_scale)  # fmt: skip
@@ -314,9 +326,7 @@ def _maybe_progress(model: Model, progress: bool, sampler: str) -> Model:
     """``model``, or a wrapper that advances a progress bar at every call."""
     if not progress:
         return model
-    from tqdm.auto import tqdm  # optional dependency (the train extra)
-
-    bar = tqdm(desc=f"{sampler} sampling", unit="call", leave=False)
+    bar = progress_bar(None, f"{sampler} sampling", "call", leave=False)
 
     def counted(x, t):
         bar.update()
