@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Ablation: the small MNIST DDPM trained with each time embedding, everything else equal.
 
-    python scripts/ablate_embeddings.py --quick            # ~25 min on 2 CPU cores: 12 variants x 1 seed
-    python scripts/ablate_embeddings.py --seeds 0 1 2      # full: main config, 1000 updates each (~1.5-2.5 h a seed)
+    python scripts/ablate_embeddings.py --quick            # 12 variants x 1 seed, a small budget
+    python scripts/ablate_embeddings.py --seeds 0 1 2      # full: the default config, 1000 updates each
 
 Every variant gets the same config, seed, data and number of updates (``train.steps``; a wall-clock
 budget would favour cheap embedders). Only ``UNet.time_embedder`` changes (``t [B] -> [B, emb_dim]``):
@@ -41,13 +41,13 @@ from timestep_embed.files import atomic_write_bytes, save_figure
 from timestep_embed.nn import FourierEmbedding, TimestepEmbedder, TimestepMLP, default_sinusoid_dim
 from timestep_embed.sinusoidal import sinusoidal_embedding
 
-QUICK = [  # a smaller UNet (same for every variant), 1000 updates of 32, 200 samples: ~1 min a variant
+QUICK = [  # a smaller UNet (same for every variant), 1000 updates of 32, 200 samples
     "model.channels=[32,64]", "model.emb_dim=128", "train.minutes=null", "train.steps=1000",
     "train.batch_size=32", "train.warmup_steps=50", "train.log_every=100",
     "sample.steps=50", "sample.num_samples=200", "sample.batch_size=200",
-    "diffusion.schedule=linear",  # the schedule of the recorded runs (docs/theory.md); the main job's is cosine
+    "diffusion.schedule=linear",  # the schedule of the recorded runs (docs/theory.md); the default run's is cosine
 ]  # fmt: skip
-FULL = ["train.minutes=null", "train.steps=1000"]  # the main config's model, batch and sampler; equal updates
+FULL = ["train.minutes=null", "train.steps=1000"]  # the default config's model, batch and sampler; equal updates
 BANDS = 10
 
 
@@ -249,7 +249,7 @@ def plot(rows: list[dict], out: Path, budget: str) -> list[Path]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help=f"small budget (<= 10 min in all): {' '.join(QUICK)}")
+    parser.add_argument("--quick", action="store_true", help=f"a small budget: {' '.join(QUICK)}")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS, metavar="NAME")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--config", default="mnist", help="run config: a shipped name (mnist, smoke) or a path")

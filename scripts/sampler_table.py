@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """One checkpoint, many samplers: FD, confidence and class entropy per sampler, over several sampling seeds.
 
-    python scripts/sampler_table.py runs/ddpm_mnist                 # the default rows, seeds 0 1 2 (~6 min)
+    python scripts/sampler_table.py runs/ddpm_mnist                 # the default rows, seeds 0 1 2
     python scripts/sampler_table.py runs/ddpm_mnist --seeds 0 --rows sample.steps=50 \\
         "sample.sampler=dpm++2m,sample.spacing=karras"
     python scripts/sampler_table.py runs/ddpm_mnist --plot noise.png --rows sample.noise_scale=1 \\

@@ -293,7 +293,7 @@ def test_rectified_flow_needs_its_sampler_and_no_min_snr():
     with pytest.raises(ConfigError, match=r"rectified flow \(prediction flow\) samples with sample.sampler=euler"):
         RunConfig.load(None, flow[:2])
     with pytest.raises(ConfigError, match="'heun' with diffusion.schedule = 'cosine'"):
-        RunConfig.load(None, ["sample.sampler=heun"])  # the main job's cosine schedule
+        RunConfig.load(None, ["sample.sampler=heun"])  # the default run's cosine schedule
     assert RunConfig.load(None, ["sample.sampler=heun", "diffusion.schedule=linear"]).sample.sampler == "heun"
     karras = RunConfig.load(None, ["sample.sampler=heun", "sample.spacing=karras"])  # capped at sigma_max
     assert (karras.sample.spacing, karras.sample.sigma_max) == ("karras", 80.0)

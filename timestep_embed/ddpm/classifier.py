@@ -2,7 +2,7 @@
 
 A small CNN (3 conv blocks, a 128-d penultimate layer whose features the Frechet distance uses),
 trained with shift augmentation and outlier exposure (pixel noise -> uniform prediction) so that
-noise gets confidence ~0.1, not ~1.0. Deterministic (~30-60 s on 1-2 CPU threads) and cached as
+noise gets confidence ~0.1, not ~1.0. Deterministic, and cached as
 safetensors under ``$TIMESTEP_EMBED_CACHE`` (default ``~/.cache/timestep_embed/``); the cache key
 hashes its training data, hyperparameters and :data:`CLASSIFIER_VERSION`.
 """

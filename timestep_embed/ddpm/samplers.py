@@ -9,10 +9,10 @@ Over a :class:`~timestep_embed.ddpm.diffusion.Schedule`, on a subsequence of its
 * ``"heun"``: Karras et al. 2022 (EDM), Algorithm 1 with S_churn = 0: Heun's second-order method on
   the probability-flow ODE in sigma = sqrt((1 - abar) / abar), the last step (to sigma = 0) Euler;
 * ``"euler"``: for rectified-flow models (``prediction="flow"``) only: Euler steps of dx/dt = u from
-  t = 1 to 0 (Liu et al. 2022), on diffusers' ``FlowMatchEulerDiscreteScheduler`` grid.
+  t = 1 to 0 (Liu et al. 2022), on the times of diffusers' ``FlowMatchEulerDiscreteScheduler``.
 
-The solvers (``dpm++2m``, ``heun``) also take the grid of Karras et al. 2022, eq. 5 (``spacing="karras"``,
-:func:`karras_grid`): noise levels evenly spaced in sigma^(1/rho), rho = 7, from ``sigma_max`` down to
+The solvers (``dpm++2m``, ``heun``) also take the noise levels of Karras et al. 2022, eq. 5 (``spacing="karras"``,
+:func:`karras_levels`): noise levels evenly spaced in sigma^(1/rho), rho = 7, from ``sigma_max`` down to
 the schedule's smallest sigma, the model called at the fractional index of each sigma.
 
 The model is an argument, called as ``model(x_t, t_model)`` (see :mod:`~timestep_embed.ddpm.diffusion`)
@@ -41,14 +41,14 @@ __all__ = [
     "dpm_solver_2m",
     "heun",
     "flow_euler",
-    "karras_grid",
+    "karras_levels",
     "sample",
 ]
 
 Sampler = Literal["ddpm", "ddim", "dpm++2m", "heun", "euler"]
 Spacing = Literal["evenly", "leading", "trailing", "karras"]  # karras: noise levels, for KARRAS_SAMPLERS only
 SAMPLERS = get_args(Sampler)
-KARRAS_SAMPLERS = ("dpm++2m", "heun")  # the samplers that take a grid of noise levels, not of indices
+KARRAS_SAMPLERS = ("dpm++2m", "heun")  # the samplers that take noise levels, not step indices
 
 
 def ddpm_step(out, x_t, i: int, schedule: Schedule, *, generator=None, prediction="eps", clip_x0=True, noise_scale=1.0):
@@ -103,7 +103,7 @@ def _sigma_ve(schedule: Schedule, index: float) -> float:
     return s_lo + frac * (s_hi - s_lo)
 
 
-def karras_grid(
+def karras_levels(
     schedule: Schedule, steps: int, *, sigma_max: float | None = 80.0, rho: float = 7.0
 ) -> tuple[list[float], list[float]]:
     """The noise levels of Karras et al. 2022, eq. 5, and the fractional indices where ``schedule`` has them.
@@ -158,7 +158,7 @@ def _x0(out: torch.Tensor, x: torch.Tensor, alpha: float, sigma: float, predicti
 
 
 def _levels(schedule: Schedule, timesteps, sigmas) -> list[float]:
-    """The solvers' noise levels (sigma_VE): ``sigmas`` as given (a Karras grid), or the schedule's at ``timesteps``."""
+    """The solvers' noise levels (sigma_VE): ``sigmas`` as given (Karras levels), or the schedule's at ``timesteps``."""
     if sigmas is None:
         return [_sigma_ve(schedule, float(t)) for t in timesteps]
     if len(sigmas) != len(timesteps):
@@ -183,7 +183,7 @@ def dpm_solver_2m(
     x_next = (sigma_next / sigma) x - alpha_next (e^-h - 1) [D + (D - D_prev) / (2 r)], r = h_prev / h;
     the first step and the last use D alone (first order). diffusers' ``DPMSolverMultistepScheduler``
     with its defaults (``solver_order=2``, ``"dpmsolver++"``, ``"midpoint"``, ``final_sigmas_type="zero"``).
-    ``sigmas``: the grid's sigma_VE, one per timestep (:func:`karras_grid`); by default the schedule's at ``timesteps``.
+    ``sigmas``: the noise levels' sigma_VE, one per timestep (:func:`karras_levels`); by default the schedule's at ``timesteps``.
     """
     points = [(1.0 / math.sqrt(1.0 + s**2), s / math.sqrt(1.0 + s**2)) for s in _levels(schedule, timesteps, sigmas)]
     points.append((1.0, 0.0))
@@ -220,7 +220,7 @@ def heun(
 
     In x = x0 + sigma eps (VE scaling) with D(x, sigma) the data prediction and dx/dsigma = (x - D) / sigma;
     the model sees x / sqrt(1 + sigma^2), as diffusers' ``HeunDiscreteScheduler`` and k-diffusion do.
-    ``sigmas``: the grid's sigma_VE, one per timestep (:func:`karras_grid`); by default the schedule's at ``timesteps``.
+    ``sigmas``: the noise levels' sigma_VE, one per timestep (:func:`karras_levels`); by default the schedule's at ``timesteps``.
     """
     sigmas = [*_levels(schedule, timesteps, sigmas), 0.0]
     x = x * sigmas[0]  # Algorithm 1: x ~ N(0, sigma_0^2 I) from the unit noise x (as k-diffusion, diffusers)
@@ -242,10 +242,10 @@ def heun(
 def flow_euler(model: Model, x: torch.Tensor, steps: int, num_train_timesteps: int = 1000) -> torch.Tensor:
     """Euler on the rectified flow dx/dt = u(x, t) from noise ``x`` at t = 1 to t = 0; returns x0.
 
-    The grid is diffusers' ``FlowMatchEulerDiscreteScheduler`` (shift 1): t_k = linspace(1, 1/T, steps),
+    The times are diffusers' ``FlowMatchEulerDiscreteScheduler``'s (shift 1): t_k = linspace(1, 1/T, steps),
     then 0; the model sees ``1000 t_k`` and x_{k+1} = x_k + (t_{k+1} - t_k) u. One model call a step."""
-    grid = torch.linspace(1.0, 1.0 / num_train_timesteps, steps, dtype=torch.float64).tolist() + [0.0]
-    for t, t_next in zip(grid[:-1], grid[1:], strict=True):
+    times = torch.linspace(1.0, 1.0 / num_train_timesteps, steps, dtype=torch.float64).tolist() + [0.0]
+    for t, t_next in zip(times[:-1], times[1:], strict=True):
         u = model(x, torch.full((x.shape[0],), 1000 * t, dtype=torch.float32, device=x.device)).to(x.dtype)
         x = x + (t_next - t) * u
     return x
@@ -273,7 +273,7 @@ def sample(
     """Draw samples [*shape] (float32) with ``sampler`` (see the module docstring) over all T steps
     (``steps=None``) or over ``steps`` of them chosen by ``spacing`` (the model always receives the
     original time values); ``spacing="karras"`` (``dpm++2m`` and ``heun`` only) takes ``steps`` noise
-    levels of :func:`karras_grid` capped at ``sigma_max``. x_T ~ N(0, I) is drawn with ``generator``
+    levels of :func:`karras_levels` capped at ``sigma_max``. x_T ~ N(0, I) is drawn with ``generator``
     unless given. ``eta``: DDIM only. ``noise_scale``: multiplies the noise each ancestral (or DDIM
     eta > 0) step adds; the ODE solvers add none. ``clip_x0``: clip every data prediction to [-1, 1].
     The caller puts the model in eval mode (and under autocast).
@@ -292,13 +292,13 @@ def sample(
         return flow_euler(_maybe_progress(model, progress, sampler), x, steps or schedule.T, schedule.T).float()
     if spacing == "karras" and sampler not in KARRAS_SAMPLERS:
         raise ValueError(
-            f"spacing='karras' with sampler={sampler!r}: the Karras grid of noise levels is for the ODE "
+            f"spacing='karras' with sampler={sampler!r}: Karras noise levels are for the ODE "
             f"solvers {KARRAS_SAMPLERS}; ancestral and DDIM steps need a subsequence of the training steps"
         )
     if sampler in KARRAS_SAMPLERS:
         solver, levels = (heun if sampler == "heun" else dpm_solver_2m), None
         if spacing == "karras":
-            levels, at = karras_grid(schedule, steps or schedule.T, sigma_max=sigma_max)
+            levels, at = karras_levels(schedule, steps or schedule.T, sigma_max=sigma_max)
         elif sampler == "heun":
             at = timestep_subsequence(schedule.T, steps or schedule.T, spacing).flip(0).tolist()
         else:

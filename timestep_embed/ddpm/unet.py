@@ -4,7 +4,7 @@
 [B, emb_dim] to every :class:`ResBlock`; each block owns its small projection of it
 (improved-diffusion ``ResBlock.emb_layers``, EDM ``UNetBlock.affine``).
 
-Why the defaults look the way they do (measured on a 2-core CPU, see docs/ddpm.md): a 2x2
+Why the defaults look the way they do (docs/ddpm.md has the measurements): a 2x2
 pixel-unshuffle (28x28x1 -> 14x14x4) at the input and a pixel-shuffle at the output, so every
 convolution runs at 14x14 or 7x7, which gives 2-3x more images per second than a UNet working at
 28x28, with wider channels. Self-attention in the middle block (lowest resolution);
