@@ -257,10 +257,10 @@ def test_one_budget_override_clears_the_other():
 
 def test_enums_are_written_once_as_literals():
     """Every tuple of accepted names the code checks against is the field's Literal, not a copy."""
-    from timestep_embed.ddpm import diffusion, runtime, samplers, unet
+    from timestep_embed.ddpm import diffusion, runtime, unet
 
     literals = {
-        ("sample", "sampler"): samplers.SAMPLERS,
+        ("sample", "sampler"): diffusion.SAMPLERS,
         ("diffusion", "prediction"): diffusion.PREDICTIONS,
         ("diffusion", "schedule"): diffusion.SCHEDULES,
         ("train", "device"): runtime.DEVICES,

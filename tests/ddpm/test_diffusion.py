@@ -9,8 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from timestep_embed.ddpm import diffusion
-from timestep_embed.ddpm import samplers
+from timestep_embed.ddpm import diffusion, samplers
 
 diffusers = pytest.importorskip("diffusers")
 DIFFUSERS_SCHEDULE = {"linear": "linear", "cosine": "squaredcos_cap_v2"}

@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from timestep_embed.cli import main
-from timestep_embed.ddpm import classifier
-from timestep_embed.ddpm import evaluate
+from timestep_embed.ddpm import classifier, evaluate
 from timestep_embed.ddpm.classifier import ClassifierConfig
 from timestep_embed.ddpm.data import load_mnist
 

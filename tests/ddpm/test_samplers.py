@@ -12,8 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from timestep_embed.ddpm import diffusion
-from timestep_embed.ddpm import samplers
+from timestep_embed.ddpm import diffusion, samplers, solvers
 
 diffusers = pytest.importorskip("diffusers")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # numpy 2 copy= notes from diffusers' schedulers
@@ -64,7 +63,7 @@ def test_dpm_solver_2m_equals_diffusers_step_by_step(beta_schedule, prediction, 
             # stop early: the k-th state of diffusers is x after k steps, i.e. at timesteps[k]
             partial = _dpm_prefix(model, x, schedule, timesteps, k, ours_prediction)
             assert (partial - trajectory[k - 1]).abs().max() <= 1e-6
-    ours = samplers.dpm_solver_2m(model, x, schedule, timesteps, prediction=ours_prediction)
+    ours = solvers.dpm_solver_2m(model, x, schedule, timesteps, prediction=ours_prediction)
     assert (ours - theirs).abs().max() <= 1e-6
 
 
@@ -79,7 +78,7 @@ def _dpm_prefix(model, x, schedule, timesteps, k, prediction):
         return model(x_t, t)
 
     try:
-        samplers.dpm_solver_2m(stop_after, x, schedule, timesteps, prediction=prediction)
+        solvers.dpm_solver_2m(stop_after, x, schedule, timesteps, prediction=prediction)
     except _Stop as stop:
         return stop.x
     raise AssertionError("the solver made fewer model calls than steps")
@@ -110,7 +109,7 @@ def test_heun_equals_diffusers(beta_schedule, prediction, steps):
         return model(x_t, t)
 
     times = scheduler.timesteps[::2].tolist()  # diffusers lists each interior step twice (its two evaluations)
-    ours = samplers.heun(recording, x, schedule, times, prediction="eps" if prediction == "epsilon" else "v")
+    ours = solvers.heun(recording, x, schedule, times, prediction="eps" if prediction == "epsilon" else "v")
     assert seen == pytest.approx(model_times, abs=1e-4)  # the same model calls at the same times
     assert len(seen) == 2 * steps - 1
     assert (ours - theirs).abs().max() <= 1e-6
@@ -126,7 +125,7 @@ def test_karras_levels_equals_diffusers(beta_schedule, sigma_max, steps):
         beta_schedule=beta_schedule, use_karras_sigmas=True, sigma_max=sigma_max
     )
     scheduler.set_timesteps(steps)
-    sigmas, indices = samplers.karras_levels(schedule_of(scheduler), steps, sigma_max=sigma_max)
+    sigmas, indices = solvers.karras_levels(schedule_of(scheduler), steps, sigma_max=sigma_max)
     theirs = scheduler.sigmas[:-1].double()
     assert float(scheduler.sigmas[-1]) == 0.0
     assert torch.allclose(torch.tensor(sigmas, dtype=torch.float64), theirs, rtol=1e-6, atol=0)
@@ -144,8 +143,8 @@ def test_heun_on_the_karras_levels_equals_diffusers(prediction, steps):
     theirs = x * scheduler.init_noise_sigma
     for t in scheduler.timesteps:
         theirs = scheduler.step(model(scheduler.scale_model_input(theirs, t), t.expand(3)), t, theirs).prev_sample
-    sigmas, indices = samplers.karras_levels(schedule, steps, sigma_max=None)  # diffusers' Heun has no cap
-    ours = samplers.heun(
+    sigmas, indices = solvers.karras_levels(schedule, steps, sigma_max=None)  # diffusers' Heun has no cap
+    ours = solvers.heun(
         model, x, schedule, indices, sigmas=sigmas, prediction="eps" if prediction == "epsilon" else "v"
     )
     assert (ours - theirs).abs().max() <= 1e-6
@@ -164,9 +163,9 @@ def test_dpm_solver_2m_on_the_karras_levels_equals_diffusers(beta_schedule, step
     theirs = x.clone()
     for t in scheduler.timesteps:
         theirs = scheduler.step(model(theirs, t.expand(3)), t, theirs).prev_sample
-    sigmas, _ = samplers.karras_levels(schedule, steps, sigma_max=None)
+    sigmas, _ = solvers.karras_levels(schedule, steps, sigma_max=None)
     assert torch.allclose(torch.tensor(sigmas, dtype=torch.float64), scheduler.sigmas[:-1].double(), rtol=1e-6)
-    ours = samplers.dpm_solver_2m(
+    ours = solvers.dpm_solver_2m(
         model, x, schedule, scheduler.timesteps.tolist(), sigmas=scheduler.sigmas[:-1].tolist()
     )
     assert (ours - theirs).abs().max() <= 1e-6
@@ -180,8 +179,8 @@ def test_dpm_solver_2m_on_the_karras_levels_equals_diffusers(beta_schedule, step
 @settings(max_examples=40, deadline=None)
 def test_karras_levels_descends_within_the_schedule(steps, sigma_max, schedule_name):
     schedule = diffusion.make_schedule(schedule_name, 1000)
-    sigmas, indices = samplers.karras_levels(schedule, steps, sigma_max=sigma_max)
-    top, bottom = samplers._sigma_ve(schedule, 999), samplers._sigma_ve(schedule, 0)
+    sigmas, indices = solvers.karras_levels(schedule, steps, sigma_max=sigma_max)
+    top, bottom = solvers._sigma_ve(schedule, 999), solvers._sigma_ve(schedule, 0)
     assert len(sigmas) == len(indices) == steps
     assert sigmas[0] == pytest.approx(top if sigma_max is None else min(sigma_max, top), rel=1e-9)
     if steps > 1:
@@ -205,11 +204,11 @@ def test_karras_spacing_is_for_the_solvers_and_starts_heun_at_sigma_max():
     with pytest.raises(ValueError, match="spacing='karras' with sampler='ddpm'"):
         samplers.sample(recording, (1, 1, 1, 1), schedule, sampler="ddpm", steps=5, spacing="karras")
     with pytest.raises(ValueError, match="sigmas: 2 noise levels for 1 timesteps"):
-        samplers.heun(recording, torch.zeros(1, 1, 1, 1), schedule, [999], sigmas=[80.0, 1.0])
+        solvers.heun(recording, torch.zeros(1, 1, 1, 1), schedule, [999], sigmas=[80.0, 1.0])
     with pytest.raises(ValueError, match="sigma_max=0"):
-        samplers.karras_levels(schedule, 5, sigma_max=0)
+        solvers.karras_levels(schedule, 5, sigma_max=0)
     with pytest.raises(ValueError, match=r"sigma_max=0.001: .* above the schedule's smallest sigma"):
-        samplers.karras_levels(schedule, 5, sigma_max=1e-3)
+        solvers.karras_levels(schedule, 5, sigma_max=1e-3)
 
 
 @pytest.mark.parametrize("sampler", ["dpm++2m", "heun"])
@@ -259,7 +258,7 @@ def test_flow_euler_equals_diffusers_flow_match_euler_step_by_step(steps):
     theirs = x.clone()
     for t in scheduler.timesteps:
         theirs = scheduler.step(flow_model(theirs, t.expand(3)), t, theirs).prev_sample
-    ours = samplers.flow_euler(flow_model, x.clone(), steps)
+    ours = solvers.flow_euler(flow_model, x.clone(), steps)
     torch.testing.assert_close(ours, theirs.to(torch.float64), rtol=0, atol=1e-6)
 
 

@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from .classifier import ClassifierConfig
-from .diffusion import Prediction, ScheduleName
+from .diffusion import KARRAS_SAMPLERS, Prediction, Sampler, ScheduleName, Spacing
 from .runtime import Device
-from .samplers import KARRAS_SAMPLERS, Sampler, Spacing
 from .schema import ConfigError, apply_overrides, check_section, from_dict, read_yaml, save_yaml, to_dict, type_name
 from .unet import UNetConfig
 

@@ -28,7 +28,11 @@ Model = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 Prediction = Literal["eps", "v", "flow"]  # what the model outputs: noise, velocity v, or the flow u = eps - x0
 ScheduleName = Literal["linear", "cosine"]  # Ho et al. 2020 / Nichol & Dhariwal 2021
 IndexSpacing = Literal["evenly", "leading", "trailing"]  # which of the T steps a sampler visits
+Sampler = Literal["ddpm", "ddim", "dpm++2m", "heun", "euler"]  # ddpm/samplers.py and ddpm/solvers.py
+Spacing = Literal["evenly", "leading", "trailing", "karras"]  # karras: noise levels, for KARRAS_SAMPLERS only
 PREDICTIONS, SCHEDULES, SPACINGS = get_args(Prediction), get_args(ScheduleName), get_args(IndexSpacing)
+SAMPLERS = get_args(Sampler)
+KARRAS_SAMPLERS = ("dpm++2m", "heun")  # the samplers that take noise levels, not step indices
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: tensors have no single truth value

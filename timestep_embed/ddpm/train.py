@@ -1,10 +1,8 @@
 """Train a DDPM on MNIST, then sample and score it: ``timestep-embed train`` (the default MNIST run).
 
-One file, read top to bottom: the loop's helpers (learning rate, optimizer, EMA, budget, log, progress
-grids), the loop itself (:func:`train_loop`, in commented stanzas), then the whole run
-(:func:`run_training`: check the folder, build, train, sample, score). With the config
-(``config.py``), the checkpoint (``checkpoint.py``) and the run folder (``runfolder.py``) that is
-everything a run does. Python use::
+Read top to bottom: the loop's helpers (learning rate, optimizer, EMA, budget, log, progress grids),
+the loop (:func:`train_loop`, in commented stanzas), the whole run (:func:`run_training`). With
+``config.py``, ``checkpoint.py`` and ``runfolder.py`` that is everything a run does. Python use::
 
     from timestep_embed.ddpm import run_training
     metrics = run_training("mnist", "runs/x", overrides=["train.minutes=2"])
@@ -166,11 +164,11 @@ def train_loop(
     Writes ``checkpoint.safetensors``, ``log.jsonl`` and the progress grids in ``out_dir`` (rank 0).
     ``callback``: see :data:`Callback`. Ctrl-C saves a checkpoint and stops.
     """
-    t, path = cfg.train, out_dir / RUN_CHECKPOINT
+    t, d, path = cfg.train, cfg.diffusion, out_dir / RUN_CHECKPOINT
     # Data: the whole training split sits on the device; each rank samples from its own shard.
     x_all, _ = load_mnist(cfg.data.source, "train", cfg.data.pad_to_32)
     data, batch = x_all[rt.rank :: rt.world_size].to(rt.device), t.batch_size // rt.world_size
-    schedule = schedule_from_config(cfg.diffusion)
+    schedule = schedule_from_config(d)
     # Model, EMA copy (float32, never trained), optimizer, and the generator behind every random draw.
     torch.manual_seed(t.seed)
     ema = copy.deepcopy(model).requires_grad_(False).eval()
@@ -192,12 +190,7 @@ def train_loop(
             x0 = data[torch.randint(0, len(data), (batch,), generator=gen, device=rt.device)]
             with rt.autocast():
                 loss = training_loss(
-                    ddp,
-                    x0,
-                    schedule,
-                    generator=gen,
-                    prediction=cfg.diffusion.prediction,
-                    min_snr_gamma=cfg.diffusion.min_snr_gamma,
+                    ddp, x0, schedule, generator=gen, prediction=d.prediction, min_snr_gamma=d.min_snr_gamma
                 )
             # Backward, clip, step. DDP averages the gradients over ranks during backward().
             opt.zero_grad(set_to_none=True)
@@ -257,10 +250,10 @@ def run_training(
     ``config``: a RunConfig, a shipped config's name, a YAML path or a dict (``overrides`` applied).
     ``time_embedder``: optional module t [B] -> [B, model.emb_dim] replacing the UNet's default.
     The run folder (see :mod:`~timestep_embed.ddpm.runfolder`) is never written into if it holds a run,
-    unless ``resume`` (continue it; with the default ``config`` the checkpoint's own config is used, and
-    only changes that leave the trained model the same are accepted) or ``overwrite`` (its run's files
-    are removed first). A resumed run redoes exactly what is missing or no longer matches its config:
-    training to the budget, the samples, the loss curve, the scores.
+    unless ``resume`` (continue it, by default with its own config.yaml; only changes that leave the
+    trained model the same are accepted) or ``overwrite`` (its run's files are removed first). A resume
+    redoes exactly what is missing or no longer matches the config: training to the budget, the
+    samples, the loss curve, the scores.
     """
     cfg = run_config_for(config, out_dir, overrides, resume)
     if out_dir is not None and not str(out_dir).strip():
