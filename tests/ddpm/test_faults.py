@@ -20,7 +20,7 @@ import torch
 
 from timestep_embed import files
 from timestep_embed.cli import main
-from timestep_embed.ddpm import ClassifierConfig, ConfigError, load_classifier, run_training
+from timestep_embed.ddpm import CheckpointError, ClassifierConfig, ConfigError, load_classifier, run_training
 from timestep_embed.ddpm.checkpoint import load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -223,3 +223,117 @@ def test_the_cached_evaluator_is_checked_and_retrained_when_its_file_changed(tmp
     for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True):
         assert torch.equal(a, b)
     assert load_classifier("builtin", config, tmp_path)[1]["cached"]  # the rewritten file is trusted
+
+
+def test_resume_redoes_exactly_what_is_missing_or_changed(tmp_path, caplog):
+    run = finished_run(tmp_path)
+    weights = (run / "checkpoint.safetensors").read_bytes()
+    (run / "samples.npy").unlink()  # samples missing: drawn again, the checkpoint untouched
+    with caplog.at_level("INFO", logger="timestep_embed"):
+        run_training(SMOKE, run, overrides=FAST, progress=False, resume=True)
+    assert "nothing left to do" not in caplog.text and np.load(run / "samples.npy").shape[0] == 4
+    assert (run / "checkpoint.safetensors").read_bytes() == weights
+    # another sample count on a resume: new samples, and config.yaml and metrics.json say so
+    metrics = run_training(SMOKE, run, overrides=fast("sample.num_samples=3", "sample.batch_size=3"), progress=False,
+                           resume=True)  # fmt: skip
+    assert np.load(run / "samples.npy").shape[0] == 3 and metrics["config"]["sample"]["num_samples"] == 3
+    assert "num_samples: 3" in (run / "config.yaml").read_text()
+    assert json.loads((run / "metrics.json").read_text())["config"]["sample"]["num_samples"] == 3
+    samples = (run / "samples.npy").read_bytes()
+    (run / "loss_curve.png").unlink()  # only the plot is missing: redrawn, the samples kept
+    run_training(SMOKE, run, overrides=fast("sample.num_samples=3", "sample.batch_size=3"), progress=False, resume=True)
+    assert (run / "loss_curve.png").is_file() and (run / "samples.npy").read_bytes() == samples
+
+
+def test_a_kill_right_after_resume_keeps_the_log(tmp_path):
+    run = tmp_path / "run"
+    run_training(SMOKE, run, overrides=fast("train.log_every=1"), progress=False, callback=lambda n, *_: n >= 3)
+    before = (run / "log.jsonl").read_text()
+    assert [json.loads(line)["step"] for line in before.splitlines()] == [1, 2, 3]
+    code = (  # resume, then die at once (os._exit: no cleanup, no flush), as a SIGKILL would
+        "import os, sys; from timestep_embed.ddpm import run_training\n"
+        f"run_training({SMOKE!r}, {str(run)!r}, overrides=sys.argv[1:], progress=False, resume=True, "
+        "callback=lambda *a: os._exit(9))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, *fast("train.log_every=1")], capture_output=True, timeout=120)
+    assert proc.returncode == 9, proc.stderr[-2000:]
+    steps = [json.loads(line)["step"] for line in (run / "log.jsonl").read_text().splitlines()]
+    assert steps[:3] == [1, 2, 3]  # the history before the kill is all there
+
+
+def test_an_empty_or_current_out_dir_is_never_cleared(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.yaml").write_text("my: own file\n")
+    (tmp_path / "samples.npy").write_bytes(b"mine")
+    for out in ("", "."):
+        assert main(["train", "--config", SMOKE, "--out-dir", out, "--overwrite", "--quiet", *FAST]) == 2
+        assert "out_dir" in capsys.readouterr().err
+    assert (tmp_path / "config.yaml").read_text() == "my: own file\n" and (
+        tmp_path / "samples.npy"
+    ).read_bytes() == b"mine"
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "config.yaml").write_text("not: a run\n")
+    with pytest.raises(FileExistsError, match="no run of timestep-embed"):
+        run_training(SMOKE, folder, overrides=FAST, progress=False, overwrite=True)
+    assert (folder / "config.yaml").read_text() == "not: a run\n"
+
+
+def test_export_into_the_run_folder_is_refused(tmp_path, capsys):
+    run = finished_run(tmp_path)
+    assert main(["export", str(run), "--out", str(run), "--quiet"]) == 2
+    assert "is a run folder" in capsys.readouterr().err
+    assert not (run / "config.json").exists() and not (run / "model.safetensors").exists()
+
+
+def test_raw_and_ema_samples_get_their_own_names_and_one_writer_wins(tmp_path, monkeypatch):
+    from timestep_embed.ddpm import sample_run
+    from timestep_embed.ddpm import trained as trained_module
+
+    run = finished_run(tmp_path)
+    ema, _ = sample_run(run, ["sample.num_samples=2", "sample.steps=2"], progress=False)
+    raw, _ = sample_run(run, ["sample.num_samples=2", "sample.steps=2"], raw=True, progress=False)
+    assert ema.name == "samples-ddpm-2-seed0.npy" and raw.name == "samples-ddpm-2-seed0-raw.npy"
+    real = trained_module.generate
+
+    def another_sampling_finishes_first(model, cfg, rt, progress=False):
+        x = real(model, cfg, rt, progress)
+        files.save_npy(run / "samples-ddpm-3-seed0.npy", np.zeros(1))  # the other process, done meanwhile
+        return x
+
+    monkeypatch.setattr(trained_module, "generate", another_sampling_finishes_first)
+    with pytest.raises(FileExistsError, match="another process wrote it first"):
+        sample_run(run, ["sample.num_samples=2", "sample.steps=3"], progress=False)
+    assert np.load(run / "samples-ddpm-3-seed0.npy").shape == (1,)  # the winner's file, not replaced
+
+
+def test_progress_in_a_log_file_is_a_few_lines(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "timestep_embed", "train", "--config", SMOKE, "--out-dir", str(tmp_path / "r"),
+           *fast("train.steps=60", "sample.steps=20", "train.log_every=1")]  # fmt: skip
+    with open(tmp_path / "log", "w") as log:  # stdout and stderr to a file, as `> log 2>&1`
+        assert subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=300).returncode == 0
+    text = (tmp_path / "log").read_text()
+    assert "\r" not in text and len(text) < 4000 and text.count("\n") < 40, text
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_global_flags_work_before_and_after_the_subcommand(tmp_path, capsys, where):
+    run = finished_run(tmp_path)
+    args = ["sample", str(run), "sample.num_samples=2", "sample.steps=2"]
+    assert main(["--quiet", *args] if where == "before" else [*args, "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    missing = ["sample", str(tmp_path / "nowhere")]
+    with pytest.raises(CheckpointError):  # -v shows the traceback of a user error instead of one line
+        main(["-v", *missing] if where == "before" else [*missing, "-v"])
+
+
+def test_evaluate_a_run_folder_uses_the_runs_own_evaluator(tmp_path, capsys):
+    run = tmp_path / "run"
+    run_training(SMOKE, run, overrides=fast("eval.enabled=true"), progress=False)
+    assert main(["evaluate", str(run), "--out", str(tmp_path / "m.json")]) == 0
+    stored = json.loads((run / "metrics.json").read_text())
+    again = json.loads((tmp_path / "m.json").read_text())
+    assert (
+        again["fd"] == pytest.approx(stored["fd"]) and again["classifier_cache_file"] == stored["classifier_cache_file"]
+    )

@@ -37,8 +37,8 @@ from ..ddpm import (
     sample_run,
     score,
 )
-from ..ddpm.sample import run_config
 from ..ddpm.schema import dump_yaml
+from ..ddpm.trained import run_config
 from ..files import atomic_write_bytes, load_npy
 from ..interop.compare import run_comparison, summary, to_markdown, write_report
 from .parser import build_parser

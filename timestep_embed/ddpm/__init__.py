@@ -25,10 +25,9 @@ from .data import DataError, load_mnist
 from .diffusion import Schedule, make_schedule, schedule_from_config, training_loss
 from .evaluate import evaluate_samples, format_report, frechet_distance, score
 from .runtime import Runtime
-from .sample import describe_sampling, export_run, generate, load_model, run_config, sample_run
-from .samplers import sample
 from .schema import ConfigError
 from .train import Callback, adamw, run_training, train_loop, update_ema
+from .trained import describe_sampling, export_run, generate, load_model, run_config, sample_run
 from .unet import UNet, UNetConfig
 
 __all__ = [
@@ -53,7 +52,6 @@ __all__ = [
     "make_schedule",
     "schedule_from_config",
     "training_loss",
-    "sample",
     "generate",
     "describe_sampling",
     "load_mnist",

@@ -16,7 +16,7 @@ A run folder holds ``config.yaml``, ``checkpoint.safetensors`` (:mod:`~timestep_
   :func:`run_config_for` picks a resume's config (the checkpoint's own by default).
 
 Reading a run's model back (``load_model``, ``export_run``, ``sample_run``) is in
-:mod:`~timestep_embed.ddpm.sample`.
+:mod:`~timestep_embed.ddpm.trained`.
 """
 
 from __future__ import annotations
@@ -85,7 +85,9 @@ def check_run_folder(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool
     """Raise before anything is written when ``out`` may not be written (see the module docstring); log a
     changed budget on resume."""
     if overwrite and out.resolve() == Path.cwd().resolve():
-        raise ValueError(f"--overwrite with the run folder {str(out)!r}, the current folder: name the run's own folder")
+        raise ValueError(
+            f"out_dir = {str(out)!r} is the current folder, which --overwrite would clear: name a run folder"
+        )
     held = [n for n in RUN_FILES if (out / n).exists()]
     if held and not _is_run(out):
         raise FileExistsError(

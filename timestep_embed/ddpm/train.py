@@ -40,7 +40,7 @@ from .runfolder import (
     run_config_for,
 )
 from .runtime import Runtime, broadcast_float, cleanup, setup
-from .sample import describe_sampling, generate
+from .trained import describe_sampling, generate
 from .unet import UNet
 
 __all__ = ["Callback", "lr_at", "adamw", "update_ema", "train_loop", "run_training"]
