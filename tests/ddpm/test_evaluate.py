@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from timestep_embed.cli import main
-from timestep_embed.ddpm import classifier, evaluate
+from timestep_embed.ddpm import RunConfig, classifier, evaluate
 from timestep_embed.ddpm.classifier import ClassifierConfig
 from timestep_embed.ddpm.data import load_mnist
 
@@ -137,3 +138,60 @@ def test_default_classifier_is_accurate(tmp_path):
     """The real evaluator (about a minute on one CPU thread): >= 97% on the held-out digits."""
     _, info = classifier.load_classifier("builtin", ClassifierConfig(), tmp_path)
     assert info["heldout_accuracy"] >= 0.97
+
+
+# --------------------------------------------------------------------------- the shipped evaluator
+def test_the_shipped_evaluator_is_the_file_its_digest_says_and_accurate():
+    tensors, info = classifier.load_checkpoint(classifier.SHIPPED)
+    assert classifier.weights_digest(tensors) == classifier.SHIPPED_SHA256 == info["weights_sha256"]
+    assert classifier.SHIPPED.stat().st_size < 600_000  # a few hundred kB: float16 weights
+    model, info = classifier.load_classifier()  # the default: the shipped file, nothing trained or cached
+    assert info["cache_file"] == str(classifier.SHIPPED) and info["config"] == dataclasses.asdict(ClassifierConfig())
+    held_x, held_y = load_mnist("builtin", "heldout")
+    accuracy = (classifier.classify(model, held_x)[0].argmax(1) == held_y).double().mean().item()
+    assert accuracy == info["heldout_accuracy"] >= 0.98
+
+
+def test_the_shipped_evaluator_gives_the_same_scores_on_any_thread_count(tmp_path):
+    x, _ = load_mnist("builtin", "train")
+    samples = x[torch.randperm(len(x), generator=torch.Generator().manual_seed(3))[:300]]
+    scores = []
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        scores.append(evaluate.evaluate_samples(samples, cache_dir=tmp_path))
+    assert {k: scores[0][k] for k in ("fd", "confidence", "entropy", "real_fd")} == {
+        k: scores[1][k] for k in ("fd", "confidence", "entropy", "real_fd")
+    }
+    assert not list(tmp_path.iterdir())  # nothing trained, nothing cached
+
+
+def test_a_changed_shipped_file_is_refused(tmp_path, monkeypatch):
+    tensors, info = classifier.load_checkpoint(classifier.SHIPPED)
+    tensors["head.bias"] = tensors["head.bias"] + 1
+    classifier.save_checkpoint(tmp_path / "evaluator.safetensors", tensors, info)
+    monkeypatch.setattr(classifier, "SHIPPED", tmp_path / "evaluator.safetensors")
+    with pytest.raises(classifier.CheckpointError, match="reinstall"):
+        classifier.load_classifier()
+
+
+def test_a_run_scores_the_mean_of_its_samplings():
+    cfg = RunConfig()
+    held, _ = load_mnist("builtin", "heldout")
+    sets = [held[:200], held[200:400], held[400:600]]
+    result = evaluate.score(cfg, sets)
+    each = [evaluate.evaluate_samples(s, references=False)["fd"] for s in sets]
+    assert [s["fd"] for s in result["samplings"]] == each
+    assert result["fd"] == pytest.approx(sum(each) / 3) and result["fd_spread"] == pytest.approx(max(each) - min(each))
+    assert "real_fd" in result and "mean of 3" in evaluate.format_report(result)
+
+
+@pytest.mark.slow
+def test_make_evaluator_reproduces_the_shipped_file():
+    """The script trains the same weights again (on this torch and CPU family: about a minute)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "make_evaluator.py"
+    proc = subprocess.run([sys.executable, str(script), "--check", "--quiet"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "the same" in proc.stdout, proc.stdout + proc.stderr

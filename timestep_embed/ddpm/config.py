@@ -160,8 +160,9 @@ class SampleConfig:
 @dataclass
 class EvalConfig:
     KEY: ClassVar[str] = "eval"
-    RANGES: ClassVar[dict[str, str]] = {}
+    RANGES: ClassVar[dict[str, str]] = {"samplings": "> 0"}
     enabled: bool = True
+    samplings: int = 3  # the run scores the mean of this many samplings (seeds sample.seed, +1, ...)
     classifier: ClassifierConfig = field(default_factory=ClassifierConfig)
 
     def __post_init__(self) -> None:

@@ -311,9 +311,11 @@ def _finish(ema: nn.Module, cfg: RunConfig, rt: Runtime, out: Path, metrics: dic
     gamma = cfg.diffusion.min_snr_gamma
     what = f"Min-SNR-{gamma:g} weighted MSE" if gamma is not None else "MSE"
     save_loss_curve(out / "log.jsonl", out / "loss_curve.png", f"training loss ({what}, {cfg.diffusion.prediction})")
-    if cfg.eval.enabled:
+    if cfg.eval.enabled:  # the mean of eval.samplings samplings, samples.npy the first (its seed sample.seed)
         t0 = time.perf_counter()
-        metrics.update(score(cfg, samples))
+        seeds = range(cfg.sample.seed + 1, cfg.sample.seed + cfg.eval.samplings)
+        more = [generate(ema, cfg.replace("sample", seed=seed), rt) for seed in seeds]
+        metrics.update(score(cfg, [samples, *more]))
         metrics["eval_seconds"] = round(time.perf_counter() - t0, 2)
     metrics["config"] = cfg.to_dict()  # what kept_results compares on a resume
     atomic_write_bytes(out / "metrics.json", (json.dumps(metrics, indent=2, default=str) + "\n").encode())
