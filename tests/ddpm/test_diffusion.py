@@ -289,3 +289,23 @@ def test_sampler_recovers_a_known_gaussian():
     for sampler in ("ddpm", "ddim"):
         x = samplers.sample(exact_eps, (4000, 1, 1, 1), s, sampler=sampler, steps=50, generator=gen(3), clip_x0=False)
         assert abs(x.std().item() - 0.5) < 0.03, (sampler, x.std())
+
+
+@settings(max_examples=20, deadline=None)
+@given(mean=st.floats(-3, 2), std=st.floats(0.3, 1.5), schedule=st.sampled_from(["linear", "cosine"]))
+def test_lognormal_draws_follow_their_distribution_in_sigma(mean, std, schedule):
+    """EDM's training noise levels on a discrete schedule: ln sigma of the drawn steps has the asked mean and
+    std wherever the schedule's range does not clip them."""
+    s = diffusion.make_schedule(schedule)
+    log_sigma = 0.5 * ((1 - s.alphas_cumprod) / s.alphas_cumprod).log()
+    t = diffusion.draw_timesteps(s, 20000, torch.Generator().manual_seed(0), "cpu", (mean, std))
+    assert t.dtype == torch.int64 and 0 <= t.min() and t.max() < s.T
+    inside = (log_sigma[t] > log_sigma[0] + 0.5) & (log_sigma[t] < log_sigma[-1] - 0.5)
+    if inside.float().mean() > 0.99:  # the distribution sits inside the schedule's range
+        assert abs(log_sigma[t].mean() - mean) < 0.05 and abs(log_sigma[t].std() - std) < 0.05
+
+
+def test_uniform_draws_are_the_ones_before_lognormal_existed():
+    s = diffusion.make_schedule("cosine")
+    drawn = diffusion.draw_timesteps(s, 64, torch.Generator().manual_seed(5), "cpu", None)
+    assert torch.equal(drawn, torch.randint(0, 1000, (64,), generator=torch.Generator().manual_seed(5)))

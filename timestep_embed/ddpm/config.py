@@ -61,14 +61,24 @@ class DataConfig:
 @dataclass
 class DiffusionConfig:
     KEY: ClassVar[str] = "diffusion"
-    RANGES: ClassVar[dict[str, str]] = {"num_timesteps": "> 0", "beta_start": "(0, 1)", "min_snr_gamma": "> 0"}
+    RANGES: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("num_timesteps", "min_snr_gamma", "lognormal_std"), "> 0"),
+        "beta_start": "(0, 1)",
+    }
     schedule: ScheduleName = "cosine"  # Nichol & Dhariwal 2021 / Ho et al. 2020
     num_timesteps: int = 1000  # T
     beta_start: float = 1e-4  # linear schedule only
     beta_end: float = 0.02
     prediction: Prediction = "eps"  # flow: rectified flow (SD3), sampled with sample.sampler=euler
     min_snr_gamma: float | None = 5.0  # Min-SNR-gamma loss weighting (Hang et al. 2023); null = off
+    lognormal_mean: float | None = None  # training t log-normal in sigma (EDM: -1.2); null = uniform (Ho et al.)
+    lognormal_std: float = 1.2  # with lognormal_mean: the std of ln sigma (EDM's 1.2)
     continuous: bool = False  # t ~ U(1/T, 1); the model receives 1000 * t
+
+    @property
+    def lognormal(self) -> tuple[float, float] | None:
+        """(mean, std) of ln sigma for the training draws, or None for uniform steps."""
+        return None if self.lognormal_mean is None else (self.lognormal_mean, self.lognormal_std)
 
     def __post_init__(self) -> None:
         check_section(self)
@@ -80,6 +90,10 @@ class DiffusionConfig:
             raise ConfigError(
                 "diffusion.prediction = 'flow' has its own time distribution and weighting: set "
                 "diffusion.min_snr_gamma=null (and diffusion.continuous=false)"
+            )
+        if self.lognormal_mean is not None and (self.continuous or self.prediction == "flow"):
+            raise ConfigError(
+                "diffusion.lognormal_mean draws steps of a discrete schedule: not with flow or continuous"
             )
 
 

@@ -189,9 +189,8 @@ def train_loop(
             # Batch: x0 from the data; t and eps are drawn inside training_loss (Ho et al. Algorithm 1).
             x0 = data[torch.randint(0, len(data), (batch,), generator=gen, device=rt.device)]
             with rt.autocast():
-                loss = training_loss(
-                    ddp, x0, schedule, generator=gen, prediction=d.prediction, min_snr_gamma=d.min_snr_gamma
-                )
+                loss = training_loss(ddp, x0, schedule, generator=gen, prediction=d.prediction,
+                                     min_snr_gamma=d.min_snr_gamma, lognormal=d.lognormal)  # fmt: skip
             # Backward, clip, step. DDP averages the gradients over ranks during backward().
             opt.zero_grad(set_to_none=True)
             loss.backward()
