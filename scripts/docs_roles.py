@@ -136,7 +136,7 @@ def convert_docstring(text: str, scope, package, documented: set[str]) -> tuple[
         if target is None:
             return f"`{name}`"
         shown = name.rsplit(".", 1)[-1] if short else name
-        return f"[`{shown}`][]" if shown == target else f"[`{shown}`][{target}]"
+        return f"[`{shown}`][{target}]"
 
     out: list[str] = []
     carry: tuple[str, int] | None = None  # (words pushed off a long line, the indent they go to)

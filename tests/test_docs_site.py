@@ -95,7 +95,7 @@ def test_converter_links_what_the_site_renders_and_is_idempotent(tmp_path):
     assert len(report) == 13 and not RAW_ROLE.search(text)
     assert "[`Thing`][rolespkg.mod.Thing] and [`helper`][rolespkg.mod.helper]" in text  # "~": the last name
     assert "`_private` and `LIMIT`" in text  # private, and no docstring: not on the site, so plain code
-    assert "[`rolespkg.mod`][]" in text and "[`Thing.run`][rolespkg.mod.Thing.run]" in text
+    assert "[`rolespkg.mod`][rolespkg.mod]" in text and "[`Thing.run`][rolespkg.mod.Thing.run]" in text
     assert "Calls [`run`][rolespkg.mod.Thing.run]" in text  # ".run": the one documented object of that name
     assert "[`run`][rolespkg.mod.Thing.run] runs it" in text  # a method from its class's docstring
     assert "Use:\n\n    helper()" in text
