@@ -139,13 +139,13 @@ class TrainingLog:
                 handle.close()
 
 
-def progress_grid(ema: nn.Module, cfg: RunConfig, rt: Runtime, n: int = 16, steps: int = 20) -> torch.Tensor:
+def progress_grid(ema: nn.Module, cfg: RunConfig, rt: Runtime, n: int = 16, steps: int = 20):
     """A quick look during training: ``n`` EMA samples with ``steps`` ancestral (flow: Euler) steps, from
-    their own generator (``sample.seed``), so the training's random stream is untouched."""
+    their own generator (``sample.seed``), so the training's random stream is untouched; (samples, how)."""
     sampler = "euler" if cfg.diffusion.prediction == "flow" else "ddpm"
     steps = min(steps, cfg.diffusion.num_timesteps)
     quick = cfg.replace("sample", sampler=sampler, num_samples=n, batch_size=n, steps=steps, spacing="evenly")
-    return generate(ema, quick, rt)
+    return generate(ema, quick, rt), describe_sampling(quick)
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -206,8 +206,8 @@ def train_loop(
             if callback is not None and callback(step, model, ema, losses[-1]):
                 break
             if rt.is_main and t.grid_every and step % t.grid_every == 0:
-                grid = progress_grid(ema, cfg, rt)
-                caption = f"step {step}, EMA weights, {len(grid)} samples, 20 ancestral steps"
+                grid, how = progress_grid(ema, cfg, rt)
+                caption = f"step {step}, EMA weights, {len(grid)} samples, {how}"
                 save_grid_png(grid, out_dir / f"grid_{step:06d}.png", nrow=8, caption=caption)
                 logbook.image("progress", grid, step)
             if rt.is_main and not done and time.time() - last_checkpoint > 60 * t.checkpoint_minutes:
