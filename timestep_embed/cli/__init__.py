@@ -62,6 +62,8 @@ def _train(args) -> int:
             "stopped at step %d; continue with --resume --out-dir %s", metrics["train_steps"], metrics["out_dir"]
         )
         return 130
+    if int(os.environ.get("RANK", "0")) > 0:  # the other ranks of torchrun: rank 0 reports
+        return 0
     if "fd" in metrics:
         print(format_report(metrics))
     print(f"run folder: {metrics['out_dir']}")
@@ -197,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     log.addHandler(handler)
     verbose = args.verbose or bool(os.environ.get("TIMESTEP_EMBED_DEBUG"))
     log.setLevel(logging.DEBUG if verbose else logging.WARNING if args.quiet else logging.INFO)
+    if int(os.environ.get("RANK", "0")) > 0:  # under torchrun, rank 0 speaks for all
+        log.setLevel(logging.ERROR)
     previous = _stop_on_sigterm()
     try:
         return COMMANDS[args.command](args)

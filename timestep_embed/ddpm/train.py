@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -177,6 +178,8 @@ def train_loop(
     step, elapsed = load_training_state(path, model, ema, opt, gen) if resume else (0, 0.0)
     start_step, budget = step, Budget(t, rt, elapsed)
     ddp = model if rt.world_size == 1 else nn.parallel.DistributedDataParallel(model)
+    # DDP compares the strides of size-1 dims too: a 1x1 conv's grad laid out (C, 1, C, C) warns every step
+    warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
     logbook = TrainingLog(out_dir if rt.is_main else None, t, step, elapsed, show=progress)
     losses, last_checkpoint, interrupted = [], time.time(), False
     done = budget.progress(step) >= 1  # a finished run resumed trains nothing more
@@ -215,7 +218,8 @@ def train_loop(
                 last_checkpoint = time.time()
     except KeyboardInterrupt:
         interrupted = True
-        log.warning("interrupted at step %d: saving %s", step, path)
+        if rt.is_main:
+            log.warning("interrupted at step %d: saving %s", step, path)
     finally:
         logbook.close()
     if rt.is_main and (step > start_step or not path.exists()):
