@@ -337,3 +337,18 @@ def test_evaluate_a_run_folder_uses_the_runs_own_evaluator(tmp_path, capsys):
     assert (
         again["fd"] == pytest.approx(stored["fd"]) and again["classifier_cache_file"] == stored["classifier_cache_file"]
     )
+
+
+def test_runs_of_the_previous_version_sample_and_resume(tmp_path):
+    """0.2 stored train.job_minutes and train.threads: auto, which are gone: such runs still load."""
+    run = finished_run(tmp_path)
+    tensors, meta = load_checkpoint(run / "checkpoint.safetensors")
+    meta["config"]["train"].update(job_minutes=12.0, threads="auto")
+    save_checkpoint(run / "checkpoint.safetensors", tensors, meta)
+    text = (run / "config.yaml").read_text().replace("threads: 1", "threads: auto\n  job_minutes: 12.0")
+    (run / "config.yaml").write_text(text)
+    (tmp_path / "old.yaml").write_text(text)
+    assert main(["sample", str(run), "sample.num_samples=2", "sample.steps=2", "--quiet"]) == 0
+    assert run_training("mnist", run, progress=False, resume=True)["train_steps"] == 4
+    with pytest.raises(ConfigError, match="unknown key 'train.job_minutes'"):  # a config of one's own stays strict
+        run_training(tmp_path / "old.yaml", tmp_path / "new", progress=False)

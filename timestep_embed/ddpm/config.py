@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_CONFIG",
     "shipped_configs",
     "describe_keys",
+    "stored_config",
 ]
 
 DEFAULT_CONFIG = "mnist"  # configs/mnist.yaml: the default MNIST run (the dataclass defaults)
@@ -246,6 +247,20 @@ class RunConfig:
     def save(self, path: str | Path) -> Path:
         """Write the config as YAML, atomically."""
         return save_yaml(self, path)
+
+
+def stored_config(data: Mapping | str | Path, overrides: Sequence[str] = ()) -> RunConfig:
+    """The config a run folder, a checkpoint or an exported folder stored (a dict, or a config.yaml's
+    path), read as this version reads it. Configs written by 0.2 held two keys that are gone, and they
+    are dropped here, so those runs sample and resume as before: ``train.job_minutes`` (a cap on the
+    whole job; the budget is ``train.minutes`` alone now) and ``train.threads: auto`` (a timed choice,
+    now torch's own default, null)."""
+    data = read_yaml(data) if isinstance(data, (str, Path)) else json.loads(json.dumps(data))  # a deep copy
+    train = data.get("train") if isinstance(data.get("train"), dict) else {}
+    train.pop("job_minutes", None)
+    if train.get("threads") == "auto":
+        train["threads"] = None
+    return RunConfig.load(data, overrides)
 
 
 def shipped_configs() -> dict[str, Path]:

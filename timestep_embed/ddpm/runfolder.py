@@ -30,7 +30,7 @@ import torch
 
 from ..files import atomic_write_bytes, load_npy
 from .checkpoint import RUN_CHECKPOINT, CheckpointError, read_metadata
-from .config import DEFAULT_CONFIG, RunConfig, TrainConfig
+from .config import DEFAULT_CONFIG, RunConfig, TrainConfig, stored_config
 from .schema import ConfigError
 
 __all__ = [
@@ -71,7 +71,7 @@ def _is_run(out: Path) -> bool:
     """Whether ``out`` holds a run of this package: a config.yaml that is a run config, or a checkpoint
     whose metadata holds one."""
     try:
-        if (out / "config.yaml").is_file() and RunConfig.load(out / "config.yaml"):
+        if (out / "config.yaml").is_file() and stored_config(out / "config.yaml"):
             return True
     except ConfigError:
         pass
@@ -104,7 +104,7 @@ def check_run_folder(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool
     checkpoint = out / RUN_CHECKPOINT
     if not checkpoint.exists():
         raise FileNotFoundError(f"--resume: no checkpoint at {checkpoint}")
-    stored, wanted = _flat(read_metadata(checkpoint).get("config", {})), _flat(cfg.to_dict())
+    stored, wanted = _flat(stored_config(read_metadata(checkpoint).get("config", {})).to_dict()), _flat(cfg.to_dict())
     changed = sorted(k for k in stored.keys() | wanted.keys() if stored.get(k) != wanted.get(k))
     fixed = [k for k in changed if k not in RESUMABLE and not k.startswith(("sample.", "eval."))]
     if fixed:
@@ -162,6 +162,8 @@ def run_config_for(config, out_dir, overrides: Sequence[str], resume: bool) -> R
         return config.with_overrides(overrides) if overrides else config
     if resume and config == DEFAULT_CONFIG:
         stored = Path(out_dir if out_dir is not None else TrainConfig().out_dir) / "config.yaml"
-        config = stored if stored.is_file() else config
+        if stored.is_file():
+            log.info("config: %s%s", stored, f" with {' '.join(overrides)}" if overrides else "")
+            return stored_config(stored, overrides)
     log.info("config: %s%s", config, f" with {' '.join(overrides)}" if overrides else "")
     return RunConfig.load(config, overrides)

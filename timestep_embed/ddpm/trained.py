@@ -18,7 +18,7 @@ from torch import nn
 
 from ..files import PRETRAINED_CONFIG, load_pretrained, save_npy
 from .checkpoint import RUN_CHECKPOINT, CheckpointError, load_checkpoint, read_metadata, strip_prefix
-from .config import RunConfig
+from .config import RunConfig, stored_config
 from .diffusion import schedule_from_config
 from .plots import save_grid_png
 from .runtime import Runtime
@@ -89,7 +89,7 @@ def run_config(path) -> RunConfig:
     if not stored:
         raise CheckpointError(f"{path}: no run config in it (not written by timestep-embed train or export)")
     try:
-        return RunConfig.load(stored)
+        return stored_config(stored)
     except ConfigError as exc:
         raise CheckpointError(f"{path}: its stored config is invalid: {exc}") from exc
 
