@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from ..conventions import Convention, resolve_convention
-from ..guards import TimestepsLike, check_dim, graph_mode
+from ..guards import TimestepsLike, cacheable, check_dim, graph_mode
 from ..sinusoidal import sinusoidal_embedding
 
 __all__ = ["SinusoidalEmbedding"]
@@ -111,9 +111,11 @@ class SinusoidalEmbedding(nn.Module):
             low, high = (v.item() for v in torch.aminmax(t.reshape(-1)))
         if low < 0 or high >= self.num_timesteps:
             return None
-        device = t.device
-        rows = self._rows.get(device)
+        rows = self._rows.get(t.device)
         if rows is None:
-            steps = torch.arange(self.num_timesteps, device=device)
-            rows = self._rows[device] = sinusoidal_embedding(steps, self.dim, self.convention, **self.options())
+            with torch.inference_mode(False):  # rows made in inference mode would break later autograd
+                steps = torch.arange(self.num_timesteps, device=t.device)
+                rows = sinusoidal_embedding(steps, self.dim, self.convention, **self.options())
+            if cacheable(rows):
+                self._rows[t.device] = rows
         return rows
