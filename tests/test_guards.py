@@ -6,7 +6,6 @@ import warnings
 import numpy as np
 import pytest
 import torch
-
 from diffusers.models.embeddings import get_timestep_embedding as diffusers_embedding
 from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -167,7 +166,7 @@ def test_module_integer_cache_outside_its_range_computes_directly():
     module = SinusoidalEmbedding(8, num_timesteps=100)
     t = torch.tensor([-1, 5, 100])
     assert torch.equal(module(t), sinusoidal_embedding(t, 8))
-    with pytest.raises(ValueError, match="num_timesteps must be a positive int or None, got 0"):
+    with pytest.raises(ValueError, match="num_timesteps must be an int >= 1, got 0"):
         SinusoidalEmbedding(8, num_timesteps=0)
 
 
@@ -235,7 +234,9 @@ def test_max_period_whose_frequencies_overflow_is_refused_where_diffusers_return
 def test_max_period_below_one_that_overflows_the_phase_is_refused():
     t = torch.tensor([0.0, 1e9])
     assert torch.isnan(diffusers_embedding(t, 256, max_period=1e-30, downscale_freq_shift=0)).any()
-    with pytest.raises(ValueError, match=r"timesteps up to 1e\+09 with scale 1 and frequencies up to \S+e\+29 overflow"):
+    with pytest.raises(
+        ValueError, match=r"timesteps up to 1e\+09 with scale 1 and frequencies up to \S+e\+29 overflow"
+    ):
         sinusoidal_embedding(t, 256, max_period=1e-30)
 
 
@@ -250,7 +251,9 @@ def test_a_gain_that_overflows_the_output_is_refused(gain, dtype):
 
 def test_scale_formed_in_float16_is_checked_against_float16():
     t = torch.tensor([0.5, 100.0]).half()
-    with pytest.raises(ValueError, match=r"timesteps up to 100 with scale 1000 overflow torch.float16 .*scale_in_input"):
+    with pytest.raises(
+        ValueError, match=r"timesteps up to 100 with scale 1000 overflow torch.float16 .*scale_in_input"
+    ):
         sinusoidal_embedding(t, 8, scale=1000, scale_in_input_dtype=True)
     with pytest.warns(LowPrecisionTimestepWarning):  # 0.5 in float16: maybe rounded
         assert torch.isfinite(sinusoidal_embedding(t, 8, scale=1000)).all()  # the float32 phase holds 1e5

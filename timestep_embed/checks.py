@@ -82,7 +82,9 @@ def check_device(device, name: str = "device") -> torch.device | None:
     if device is None:
         return None
     if isinstance(device, (bool, np.bool_)) or not isinstance(device, (str, int, torch.device)):
-        raise TypeError(f"{name} must be a torch.device, a string such as 'cpu' or 'cuda:0', or None, got {_show(device)}")
+        raise TypeError(
+            f"{name} must be a torch.device, a string such as 'cpu' or 'cuda:0', or None, got {_show(device)}"
+        )
     try:
         device = torch.device(device)
         torch.empty(0, device=device)  # an empty allocation: the one test every backend answers

@@ -20,8 +20,8 @@ from .conventions import Convention
 
 # fmt: off
 __all__ = [
-    "TimestepsLike", "LowPrecisionTimestepWarning", "float_max", "check_dim", "check_options", "graph_mode", "cacheable",
-    "as_tensor", "value_range", "check_timesteps",
+    "TimestepsLike", "LowPrecisionTimestepWarning", "float_max", "check_dim", "check_options", "graph_mode",
+    "cacheable", "as_tensor", "value_range", "check_timesteps",
 ]
 # fmt: on
 
@@ -32,13 +32,16 @@ TimestepsLike = torch.Tensor | np.ndarray | float | int | Sequence
 # Largest integer up to which every integer is exact: 2 ** (mantissa bits + 1).
 _EXACT_INTEGER_LIMIT = {torch.float16: 2048, torch.bfloat16: 256}
 _UNSIGNED = tuple(getattr(torch, name) for name in ("uint16", "uint32", "uint64") if hasattr(torch, name))
-_FLOAT_MAX = {dtype: float(torch.finfo(dtype).max) for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
+_FLOAT_MAX = {
+    dtype: float(torch.finfo(dtype).max) for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+}
 _SMALL_BATCH = 64  # up to here one tolist() and Python checks beat tensor reductions
 
 # torch.compiler.is_compiling arrived in torch 2.3; torch 2.2 (the last release for Intel Macs) has the
 # same function as torch._dynamo.is_compiling, which dynamo likewise answers with True while tracing.
-_is_compiling = getattr(torch.compiler, "is_compiling", None)
-if _is_compiling is None:  # pragma: no cover - torch < 2.3
+if hasattr(torch.compiler, "is_compiling"):
+    _is_compiling = torch.compiler.is_compiling
+else:  # pragma: no cover - torch < 2.3
     import torch._dynamo
 
     _is_compiling = torch._dynamo.is_compiling
@@ -112,18 +115,19 @@ def cacheable(t: torch.Tensor) -> bool:
 
 
 # ------------------------------------------------------------------------------ the values
-def as_tensor(timesteps: TimestepsLike, device=None) -> torch.Tensor:
-    """A real tensor of ``timesteps`` on ``device``; Python and numpy values become int64/float64."""
+def as_tensor(timesteps: TimestepsLike, device=None, name: str = "timesteps") -> torch.Tensor:
+    """A real tensor of ``timesteps`` on ``device``; Python and numpy values become int64/float64.
+    TypeError naming ``name`` for bool, complex, strings and other objects."""
     device = check_device(device)
     if isinstance(timesteps, torch.Tensor):
         t = timesteps if device is None else timesteps.to(device)
     else:
-        array = real_array(timesteps, "timesteps")
+        array = real_array(timesteps, name)
         if array.dtype.kind == "u":  # torch lacks most uint32/uint64 ops; uint64 >= 2**63 must not wrap
             array = array.astype(np.int64 if array.size == 0 or array.max() < 2**63 else np.float64)
         t = torch.tensor(array, device=device)  # a copy: 0-d, read-only and strided arrays all work
     if t.dtype == torch.bool or t.dtype.is_complex:
-        raise TypeError(f"timesteps must be an integer or floating tensor, got dtype {t.dtype}")
+        raise TypeError(f"{name} must be an integer or floating tensor, got dtype {t.dtype}")
     return t
 
 

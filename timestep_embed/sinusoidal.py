@@ -20,9 +20,8 @@ Compute paths, all in :func:`sinusoidal_embedding`:
    distinct value by path 1 or 2 and gathered. sin and cos are elementwise, so every row has the
    bits path 1 or 2 would give it.
 
-A large eager output is written in row blocks of path 1 or 2 straight into the output tensor, so
-the float32/float64 temporaries (phase, sin, cos) exist for one block at a time: the memory is the
-output's, and the bits are the same (elementwise operations again).
+A large eager output is written by row blocks of path 1 or 2 into the output: the temporaries (phase,
+sin, cos) exist for one block at a time, the bits are the same (elementwise operations again).
 
 Every call checks its options (:func:`~timestep_embed.guards.check_options`); eager calls also check
 the values (:func:`~timestep_embed.guards.check_timesteps`). Under ``torch.jit.trace``,
@@ -40,7 +39,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from .checks import check_bool, check_device, real_array
+from .checks import check_bool, check_device, check_int, real_array
 from .conventions import Convention, convention_from_diffusers, resolve_convention
 from .guards import (
     LowPrecisionTimestepWarning,
@@ -52,20 +51,16 @@ from .guards import (
     graph_mode,
 )
 
+# fmt: off
 __all__ = [
-    "LowPrecisionTimestepWarning",
-    "frequencies",
-    "frequencies_np",
-    "sinusoidal_embedding",
-    "sinusoidal_embedding_np",
-    "distinct_values",
-    "get_timestep_embedding",
+    "LowPrecisionTimestepWarning", "frequencies", "frequencies_np", "sinusoidal_embedding", "sinusoidal_embedding_np",
+    "distinct_values", "get_timestep_embedding",
 ]
+# fmt: on
 
 _DISTINCT_MIN_VALUES = 1 << 13  # smaller outputs are cheaper to compute than to deduplicate
 _DISTINCT_MIN_ROWS = 512  # below, a sort to find distinct values costs more than it saves
 _BLOCK_VALUES = 1 << 16  # output values per row block: a block's float64 temporaries stay in cache
-_CACHE_SIZE = 256
 
 
 # ---------------------------------------------------------------------------------- frequencies
@@ -88,7 +83,7 @@ def _cached_frequencies(half: int, freq_shift: float, max_period: float, dtype: 
         with torch.inference_mode(False):
             freqs = _frequencies(half, freq_shift, max_period, dtype, device)
         if cacheable(freqs):
-            if len(_frequency_cache) >= _CACHE_SIZE:
+            if len(_frequency_cache) >= 256:
                 _frequency_cache.clear()
             _frequency_cache[key] = freqs
     return freqs
@@ -242,7 +237,10 @@ def sinusoidal_embedding(
     )
     precise = check_bool(precise, "precise") or dtype == torch.float64
     max_frequency = check_options(dim, conv, dtype, precise)
-    pad_odd, scale_in_input_dtype = check_bool(pad_odd, "pad_odd"), check_bool(scale_in_input_dtype, "scale_in_input_dtype")
+    pad_odd, scale_in_input_dtype = (
+        check_bool(pad_odd, "pad_odd"),
+        check_bool(scale_in_input_dtype, "scale_in_input_dtype"),
+    )
     t = as_tensor(timesteps, device)
     value_range = None
     if not graph_mode(t):
@@ -288,6 +286,7 @@ def get_timestep_embedding(
     Beyond diffusers: any batch shape ``[...] -> [..., embedding_dim]`` (diffusers asserts 1-D),
     and the eager guards of :func:`sinusoidal_embedding`.
     """
+    check_int(embedding_dim, "embedding_dim")
     flags = (flip_sin_to_cos, downscale_freq_shift, scale, max_period)
     if isinstance(timesteps, torch.Tensor) and graph_mode(timesteps):  # no lru_cache under dynamo
         return sinusoidal_embedding(timesteps, embedding_dim, convention_from_diffusers(*flags))
@@ -298,4 +297,4 @@ def get_timestep_embedding(
     return sinusoidal_embedding(timesteps, embedding_dim, conv)
 
 
-_diffusers_convention = lru_cache(maxsize=64)(convention_from_diffusers)
+_diffusers_convention = lru_cache(maxsize=64, typed=True)(convention_from_diffusers)  # typed: True is not 1
