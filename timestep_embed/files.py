@@ -92,10 +92,11 @@ def save_npy(path: str | os.PathLike, array) -> Path:
     return atomic_write_bytes(path, buffer.getvalue())
 
 
-def load_npy(path: str | os.PathLike) -> np.ndarray:
-    """A plain ``.npy`` array (never a pickle); ValueError naming the file otherwise."""
+def load_npy(path: str | os.PathLike, mmap_mode: str | None = None) -> np.ndarray:
+    """A plain ``.npy`` array (never a pickle); ValueError naming the file otherwise. ``mmap_mode="r"``
+    maps the file instead of reading it: only the rows used are read (the detector's large dumps)."""
     try:
-        return np.load(path, allow_pickle=False)
+        return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
     except ValueError as exc:
         raise ValueError(f"{path} is not a plain .npy array ({exc})") from None
 
