@@ -14,6 +14,7 @@ import os
 import tempfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -92,7 +93,7 @@ def save_npy(path: str | os.PathLike, array) -> Path:
     return atomic_write_bytes(path, buffer.getvalue())
 
 
-def load_npy(path: str | os.PathLike, mmap_mode: str | None = None) -> np.ndarray:
+def load_npy(path: str | os.PathLike, mmap_mode: Literal["r", "c"] | None = None) -> np.ndarray:
     """A plain ``.npy`` array (never a pickle); ValueError naming the file otherwise. ``mmap_mode="r"``
     maps the file instead of reading it: only the rows used are read (the detector's large dumps)."""
     try:
