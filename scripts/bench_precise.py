@@ -17,6 +17,7 @@ path) and ``sinusoidal_embedding(..., precise=True)`` (float64 phases, rounded o
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -98,7 +99,8 @@ def main(argv=None) -> int:
     for size in args.sizes:
         n, dim = (int(v) for v in size.lower().split("x"))
         t = _timesteps(n)
-        fns = {name: (lambda f=_call(name, n, dim): f(t)) for name in CONTENDERS}
+        calls = {name: _call(name, n, dim) for name in CONTENDERS}
+        fns = {name: functools.partial(call, t) for name, call in calls.items()}
         times = interleaved_medians(fns, min_rounds=3, budget_s=args.budget, warmup=1)
         memory = {name: peak_memory(name, n, dim) for name in CONTENDERS}
         output = memory["diffusers"]["output_bytes"]
