@@ -106,7 +106,8 @@ def test_bfloat16_rounding_warning_names_what_happened_and_the_fix():
     t = torch.tensor([999.0]).to(torch.bfloat16)
     assert float(t) == 1000.0  # the trap itself
     with pytest.warns(
-        LowPrecisionTimestepWarning, match=r"torch.bfloat16 with values up to 1000.*999 into 1000.*int64 or float32"
+        LowPrecisionTimestepWarning,
+        match=r"torch.bfloat16 with fractional values or integers above 256.*999 into 1000.*int64 or float32",
     ):
         sinusoidal_embedding(t, 8)
 
@@ -114,8 +115,16 @@ def test_bfloat16_rounding_warning_names_what_happened_and_the_fix():
 def test_float16_rounding_warning():
     t = torch.tensor([998.4]).half()
     assert float(t) == 998.5
-    with pytest.warns(LowPrecisionTimestepWarning, match=r"float16 with values up to 998.5.*0.5 apart"):
+    with pytest.warns(LowPrecisionTimestepWarning, match=r"float16 with fractional values.*0.5 apart near 1000"):
         sinusoidal_embedding(t, 8)
+
+
+def test_the_rounding_warning_is_shown_once_per_call_site_whatever_the_values():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # Python's default: once per call site and message
+        for step in range(5):
+            sinusoidal_embedding(torch.tensor([900.0 + 8 * step]).bfloat16(), 8)  # five maxima, one call site
+    assert [w.category for w in caught] == [LowPrecisionTimestepWarning]
 
 
 def test_no_warning_for_exact_small_integers_in_half_precision():

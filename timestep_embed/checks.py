@@ -31,6 +31,8 @@ def _show(value) -> str:
 
 def check_int(value, name: str, minimum: int = 1) -> int:
     """``value`` as an int >= ``minimum`` (bools, floats and strings are refused)."""
+    if type(value) is int and value >= minimum:  # the common case, without the ABC checks below
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int >= {minimum}, got {_show(value)}")
     if value < minimum:
@@ -40,7 +42,7 @@ def check_int(value, name: str, minimum: int = 1) -> int:
 
 def check_real(value, name: str, *, positive: bool = False, minimum: float | None = None) -> float:
     """``value`` as a finite float (> 0 with ``positive``, >= ``minimum``); bools and strings are refused."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+    if type(value) is not float and (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)):
         raise TypeError(f"{name} must be a real number, got {_show(value)}")
     value = float(value)
     if not math.isfinite(value):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -20,8 +21,8 @@ from .conventions import Convention
 
 # fmt: off
 __all__ = [
-    "TimestepsLike", "LowPrecisionTimestepWarning", "float_max", "check_dim", "check_options", "graph_mode",
-    "cacheable", "as_tensor", "value_range", "check_timesteps",
+    "TimestepsLike", "LowPrecisionTimestepWarning", "float_max", "check_dim", "check_options", "options_bound",
+    "graph_mode", "cacheable", "as_tensor", "value_range", "check_timesteps",
 ]
 # fmt: on
 
@@ -92,6 +93,18 @@ def check_options(dim, conv: Convention, dtype: torch.dtype = torch.float32, pre
         which = dtype if float_max(dtype) < float_max(compute) else compute
         raise ValueError(f"gain={conv.gain:g} overflows {which} (max {limit:.5g}): the embedding would hold inf")
     return math.exp(log_w_max)
+
+
+_remembered_options = lru_cache(maxsize=256, typed=True)(check_options)
+
+
+def options_bound(dim, conv: Convention, dtype: torch.dtype = torch.float32, precise: bool = False) -> float:
+    """:func:`check_options`, remembered per set of arguments (the core checks its options on every
+    call; this makes a repeated call ~0.7 us instead of ~5). Unhashable arguments are checked afresh."""
+    try:
+        return _remembered_options(dim, conv, dtype, precise)
+    except TypeError:  # an unhashable argument (a list): check_options names it
+        return check_options(dim, conv, dtype, precise)
 
 
 # ------------------------------------------------------------------------------- the modes
@@ -194,7 +207,9 @@ def _warn_if_rounded(t: torch.Tensor, largest: float, values: list | None) -> No
 
     Once a timestep is float16/bfloat16 its original value is gone (bfloat16 stores 999 as 1000,
     float16 stores 998.4 as 998.5), so the test is on what rounding leaves behind: integers beyond
-    the range where the dtype holds every integer, or any fractional value at all.
+    the range where the dtype holds every integer, or any fractional value at all. The message is
+    the same for every call with that dtype, so Python's warning filters show it once per call site
+    (not once per batch of new values) and the registry behind them stays small.
     """
     limit = _EXACT_INTEGER_LIMIT[t.dtype]
     if largest > limit:
@@ -204,12 +219,13 @@ def _warn_if_rounded(t: torch.Tensor, largest: float, values: list | None) -> No
     else:
         rounded = not torch.equal(t, torch.round(t))
     if rounded:
-        spacing = torch.finfo(t.dtype).eps * 2 ** math.floor(math.log2(max(largest, 1e-30)))
-        warnings.warn(
-            f"timesteps arrived as {t.dtype} with values up to {largest:g}; {t.dtype} spaces numbers "
-            f"{spacing:g} apart there (and holds every integer only up to {limit}), so they were "
-            "probably rounded before reaching the embedding (bfloat16 turns 999 into 1000, float16 "
-            "turns 998.4 into 998.5). Keep timesteps in int64 or float32 under autocast / .half().",
-            LowPrecisionTimestepWarning,
-            stacklevel=4,
-        )
+        warnings.warn(_ROUNDED[t.dtype], LowPrecisionTimestepWarning, stacklevel=4)
+
+
+_ROUNDED = {
+    dtype: f"timesteps arrived as {dtype} with fractional values or integers above {limit}: {dtype} spaces numbers "
+    f"{torch.finfo(dtype).eps * 512:g} apart near 1000 and holds every integer only up to {limit}, so they were "
+    "probably rounded before reaching the embedding (bfloat16 turns 999 into 1000, float16 turns 998.4 into 998.5). "
+    "Keep timesteps in int64 or float32 under autocast / .half()."
+    for dtype, limit in _EXACT_INTEGER_LIMIT.items()
+}

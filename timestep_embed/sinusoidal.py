@@ -49,6 +49,7 @@ from .guards import (
     check_options,
     check_timesteps,
     graph_mode,
+    options_bound,
 )
 
 # fmt: off
@@ -60,7 +61,8 @@ __all__ = [
 
 _DISTINCT_MIN_VALUES = 1 << 13  # smaller outputs are cheaper to compute than to deduplicate
 _DISTINCT_MIN_ROWS = 512  # below, a sort to find distinct values costs more than it saves
-_BLOCK_VALUES = 1 << 16  # output values per row block: a block's float64 temporaries stay in cache
+_BLOCK_VALUES = 1 << 16  # output values per row block: a block's temporaries stay in cache
+_BLOCK_MIN_VALUES = 1 << 19  # smaller outputs are faster in one pass
 
 
 # ---------------------------------------------------------------------------------- frequencies
@@ -82,9 +84,7 @@ def _cached_frequencies(half: int, freq_shift: float, max_period: float, dtype: 
     if freqs is None:
         with torch.inference_mode(False):
             freqs = _frequencies(half, freq_shift, max_period, dtype, device)
-        if cacheable(freqs):
-            if len(_frequency_cache) >= 256:
-                _frequency_cache.clear()
+        if cacheable(freqs) and len(_frequency_cache) < 256:  # bounded: later grids are computed each call
             _frequency_cache[key] = freqs
     return freqs
 
@@ -130,8 +130,11 @@ def _direct(flat: torch.Tensor, dim: int, conv: Convention, precise: bool, eager
 
 
 def _blocks(flat: torch.Tensor, dim: int, conv: Convention, precise: bool, pad: bool, dtype) -> torch.Tensor:
-    """Path 1 or 2 on row blocks, each rounded once into the ``dtype`` output ``[N, width]``."""
+    """Path 1 or 2 on row blocks, each rounded once into the ``dtype`` output ``[N, width]`` (one pass
+    for a small output)."""
     n, rows = flat.shape[0], max(1, _BLOCK_VALUES // dim)
+    if n * dim < _BLOCK_MIN_VALUES:
+        return _direct(flat, dim, conv, precise, True, pad).to(dtype)
     out = torch.empty(n, dim if pad else 2 * (dim // 2), dtype=dtype, device=flat.device)
     for start in range(0, n, rows):
         out[start : start + rows] = _direct(flat[start : start + rows], dim, conv, precise, True, pad)
@@ -176,7 +179,7 @@ def _embed(t: torch.Tensor, value_range, dim: int, conv: Convention, precise: bo
     flat = t if t.dim() == 1 else t.reshape(-1)
     n, eager = flat.shape[0], value_range is not None
     if not eager or t.requires_grad or n * dim < _DISTINCT_MIN_VALUES:
-        emb = _direct(flat, dim, conv, precise, eager, pad).to(dtype)
+        emb = _direct(flat, dim, conv, precise, eager, pad)
     elif value_range[0] == value_range[1]:  # one timestep for the whole batch
         emb = _direct(flat[:1], dim, conv, precise, eager, pad).to(dtype)
         emb = emb.expand(n, emb.shape[-1]).clone()
@@ -186,6 +189,7 @@ def _embed(t: torch.Tensor, value_range, dim: int, conv: Convention, precise: bo
             emb = _blocks(flat, dim, conv, precise, pad, dtype)
         else:
             emb = _direct(distinct[0], dim, conv, precise, eager, pad).to(dtype).index_select(0, distinct[1])
+    emb = emb if emb.dtype == dtype else emb.to(dtype)  # .to costs a microsecond even when it does nothing
     return emb if t.dim() == 1 else emb.reshape(*t.shape, emb.shape[-1])
 
 
@@ -236,19 +240,15 @@ def sinusoidal_embedding(
         convention, layout=layout, first=first, freq_shift=freq_shift, max_period=max_period, scale=scale, gain=gain
     )
     precise = check_bool(precise, "precise") or dtype == torch.float64
-    max_frequency = check_options(dim, conv, dtype, precise)
-    pad_odd, scale_in_input_dtype = (
-        check_bool(pad_odd, "pad_odd"),
-        check_bool(scale_in_input_dtype, "scale_in_input_dtype"),
-    )
-    t = as_tensor(timesteps, device)
-    value_range = None
-    if not graph_mode(t):
+    max_frequency = options_bound(dim, conv, dtype, precise)
+    pad_odd, in_input_dtype = check_bool(pad_odd, "pad_odd"), check_bool(scale_in_input_dtype, "scale_in_input_dtype")
+    t, value_range = as_tensor(timesteps, device), None
+    if not graph_mode(t):  # an empty batch has no range but is still eager: (0, 0)
         value_range = check_timesteps(
-            t, conv, precise, max_frequency=max_frequency, scale_in_input_dtype=scale_in_input_dtype
+            t, conv, precise, max_frequency=max_frequency, scale_in_input_dtype=in_input_dtype
         )
-        value_range = value_range or (0.0, 0.0)  # an empty batch: nothing to read, still eager
-    if scale_in_input_dtype and t.is_floating_point() and conv.scale != 1:
+        value_range = value_range or (0.0, 0.0)
+    if in_input_dtype and t.is_floating_point() and conv.scale != 1:
         # rounded to t's dtype, as Flux does; value_range stays valid (only integers use its bounds)
         t, conv = conv.scale * t, replace(conv, scale=1.0)
     return _embed(t, value_range, dim, conv, precise, pad_odd, dtype)
