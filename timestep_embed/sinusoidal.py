@@ -240,13 +240,13 @@ def sinusoidal_embedding(
         convention, layout=layout, first=first, freq_shift=freq_shift, max_period=max_period, scale=scale, gain=gain
     )
     precise = check_bool(precise, "precise") or dtype == torch.float64
-    max_frequency = options_bound(dim, conv, dtype, precise)
     pad_odd, in_input_dtype = check_bool(pad_odd, "pad_odd"), check_bool(scale_in_input_dtype, "scale_in_input_dtype")
     t, value_range = as_tensor(timesteps, device), None
-    if not graph_mode(t):  # an empty batch has no range but is still eager: (0, 0)
-        value_range = check_timesteps(
-            t, conv, precise, max_frequency=max_frequency, scale_in_input_dtype=in_input_dtype
-        )
+    if graph_mode(t):  # no lru_cache under dynamo (torch 2.2's cannot trace one)
+        check_options(dim, conv, dtype, precise)
+    else:  # an empty batch has no range but is eager all the same: (0, 0)
+        bound = options_bound(dim, conv, dtype, precise)
+        value_range = check_timesteps(t, conv, precise, max_frequency=bound, scale_in_input_dtype=in_input_dtype)
         value_range = value_range or (0.0, 0.0)
     if in_input_dtype and t.is_floating_point() and conv.scale != 1:
         # rounded to t's dtype, as Flux does; value_range stays valid (only integers use its bounds)
