@@ -62,7 +62,8 @@ __all__ = [
 _DISTINCT_MIN_VALUES = 1 << 13  # smaller outputs are cheaper to compute than to deduplicate
 _DISTINCT_MIN_ROWS = 512  # below, a sort to find distinct values costs more than it saves
 _BLOCK_VALUES = 1 << 16  # output values per row block: a block's temporaries stay in cache
-_BLOCK_MIN_VALUES = 1 << 19  # smaller outputs are faster in one pass
+# smaller outputs are as fast in one pass (scripts/bench_precise.py); float64 temporaries outgrow the cache sooner
+_BLOCK_MIN_VALUES = {False: 1 << 22, True: 1 << 20}
 
 
 # ---------------------------------------------------------------------------------- frequencies
@@ -133,7 +134,7 @@ def _blocks(flat: torch.Tensor, dim: int, conv: Convention, precise: bool, pad: 
     """Path 1 or 2 on row blocks, each rounded once into the ``dtype`` output ``[N, width]`` (one pass
     for a small output)."""
     n, rows = flat.shape[0], max(1, _BLOCK_VALUES // dim)
-    if n * dim < _BLOCK_MIN_VALUES:
+    if n * dim < _BLOCK_MIN_VALUES[precise]:
         return _direct(flat, dim, conv, precise, True, pad).to(dtype)
     out = torch.empty(n, dim if pad else 2 * (dim // 2), dtype=dtype, device=flat.device)
     for start in range(0, n, rows):
