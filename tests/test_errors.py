@@ -240,6 +240,8 @@ SINGLE = {
     "diff_report output": ("output", lambda: te.diff_report(lambda t: "x", "ddpm", np.arange(8), 8)),
     "make_figures names string": ("names", lambda: figures.make_figures("unused", names="heatmap")),
     "make_figures positions": ("positions", lambda: figures.make_figures("unused", positions=400.0)),
+    "make_figures a billion positions": ("positions", lambda: figures.make_figures("unused", positions=10**9)),
+    "make_figures a huge dim": ("dims", lambda: figures.make_figures("unused", dim=10**7)),
     "frequencies_np max_period": ("max_period", lambda: te.frequencies_np(8, max_period=-1)),
     "convention_to_diffusers": ("convention", lambda: te.convention_to_diffusers(None)),
     "layout_permutation source": ("convention", lambda: te.layout_permutation(3, "adm", 8)),

@@ -37,6 +37,7 @@ def new_figure(width: float, height: float):
 
 
 DIM_POS = ("dimension (column)", "position p")
+MAX_POSITIONS, MAX_DIM = 5000, 8192  # a [5000, 5000] similarity matrix is 200 MB of float64
 T_T = ("timestep t", "timestep t")
 
 
@@ -192,7 +193,11 @@ def make_figures(
     """Write the figures ``names`` (default: all of :data:`FIGURES` and ``"time_mlp"``) as
     ``out_dir/<name>.png``; ``time_mlp`` is drawn only when an ``embedder`` module is given (with
     ``embedder_title`` in its heading). Returns the paths written."""
-    check_int(positions, "positions", 300), check_int(dpi, "dpi")
+    check_int(positions, "positions", 300), check_int(dpi, "dpi"), check_int(dim, "dim")
+    if positions > MAX_POSITIONS or dim > MAX_DIM:  # the similarity figure is [positions, positions]
+        raise ValueError(
+            f"figures draw at most {MAX_POSITIONS} positions and {MAX_DIM} dims, got {positions} and {dim}"
+        )
     if isinstance(names, str):
         raise TypeError(f"names must be a list of figure names, got the string {names!r}")
     names = [*FIGURES, "time_mlp"] if names is None else list(names)
