@@ -250,8 +250,7 @@ def sinusoidal_embedding(
         value_range = check_timesteps(t, conv, precise, max_frequency=bound, scale_in_input_dtype=in_input_dtype)
         value_range = value_range or (0.0, 0.0)
     if in_input_dtype and t.is_floating_point() and conv.scale != 1:
-        # rounded to t's dtype, as Flux does; value_range stays valid (only integers use its bounds)
-        t, conv = conv.scale * t, replace(conv, scale=1.0)
+        t, conv = conv.scale * t, replace(conv, scale=1.0)  # in t's dtype, as Flux (value_range bounds ints only)
     return _embed(t, value_range, dim, conv, precise, pad_odd, dtype)
 
 
