@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -150,10 +151,11 @@ def save_npy(path: str | os.PathLike, array, *, exclusive: bool = False) -> Path
     return atomic_write_bytes(path, buffer.getvalue(), exclusive=exclusive)
 
 
-def load_npy(path: str | os.PathLike) -> np.ndarray:
-    """A plain ``.npy`` array (never a pickle); ValueError naming the file otherwise."""
+def load_npy(path: str | os.PathLike, mmap_mode: Literal["r", "c"] | None = None) -> np.ndarray:
+    """A plain ``.npy`` array (never a pickle); ValueError naming the file otherwise. ``mmap_mode="r"``
+    maps the file instead of reading it: only the rows used are read (the detector's large dumps)."""
     try:
-        return np.load(path, allow_pickle=False)
+        return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
     except ValueError as exc:
         raise ValueError(f"{path} is not a plain .npy array ({exc})") from None
 

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from ..analysis.detect import detect_convention
+from ..analysis.dump import timestep_range
 from ..analysis.figures import FIGURES, make_figures, plot_time_mlp
 from ..ddpm import (
     CheckpointError,
@@ -81,10 +81,10 @@ def _sample(args) -> int:
     return 0
 
 
-def _load_npy(path: str, what: str) -> np.ndarray:
+def _load_npy(path: str, what: str, mmap_mode=None) -> np.ndarray:
     if not Path(path).is_file():
         raise FileNotFoundError(f"{what} file not found: {path}")
-    return load_npy(path)
+    return load_npy(path, mmap_mode)
 
 
 def _evaluate(args) -> int:
@@ -105,8 +105,7 @@ def _evaluate(args) -> int:
 
 
 def _compare(args) -> int:
-    torch.set_num_threads(args.threads)
-    rows = run_comparison(args.presets, args.dims, args.n, args.budget, progress=not args.quiet)
+    rows = run_comparison(args.presets, args.dims, args.n, progress=not args.quiet)
     print(to_markdown(rows))
     print(summary(rows))
     md, js = write_report(rows, args.out)
@@ -117,7 +116,7 @@ def _compare(args) -> int:
 def parse_timesteps(spec: str) -> np.ndarray:
     """``T.npy`` (any shape, flattened) or ``start:stop[:step]`` (``numpy.arange``), float64."""
     if spec.endswith(".npy"):
-        return _load_npy(spec, "timesteps").reshape(-1).astype(np.float64)
+        return _load_npy(spec, "timesteps", mmap_mode="r").reshape(-1)
     parts = spec.split(":")
     try:
         numbers = [float(p) for p in parts]
@@ -125,11 +124,12 @@ def parse_timesteps(spec: str) -> np.ndarray:
         numbers = []
     if len(parts) not in (2, 3) or len(numbers) != len(parts) or (len(numbers) == 3 and numbers[2] == 0):
         raise ValueError(f"--timesteps must be a .npy file or start:stop[:step] with a non-zero step, got {spec!r}")
-    return np.arange(*numbers, dtype=np.float64)
+    return timestep_range(*numbers)  # refuses more than MAX_TIMESTEPS values before allocating
 
 
 def _detect(args) -> int:
-    result = detect_convention(_load_npy(args.embeddings, "embeddings"), parse_timesteps(args.timesteps), tol=args.tol)
+    embeddings = _load_npy(args.embeddings, "embeddings", mmap_mode="r")  # detect reads 2048 rows of it
+    result = detect_convention(embeddings, parse_timesteps(args.timesteps), tol=args.tol)
     if args.json:
         data = dataclasses.asdict(result)
         print(json.dumps(data, indent=2))

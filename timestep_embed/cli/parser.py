@@ -123,13 +123,15 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"evaluator {name}",
         )
 
-    p = command("compare", "compare every preset with diffusers' get_timestep_embedding: accuracy and speed")
+    p = command(
+        "compare",
+        "compare every preset with diffusers' get_timestep_embedding: parity and accuracy (speed: "
+        "scripts/bench_embedding.py)",
+    )
     p.add_argument("--out", default="runs/compare", help="folder for compare.md and compare.json")
     p.add_argument("--presets", nargs="+", default=list(BASE_PRESETS), choices=sorted(PRESETS), metavar="PRESET")
     p.add_argument("--dims", nargs="+", type=int, default=list(DIMS), help="widths")
     p.add_argument("-n", type=int, default=256, help="timesteps per row")
-    p.add_argument("--budget", type=float, default=0.05, help="timing seconds per row")
-    p.add_argument("--threads", type=int, default=1, help="torch threads while timing")
 
     p = command(
         "detect",

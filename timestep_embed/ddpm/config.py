@@ -255,12 +255,12 @@ def stored_config(data: Mapping | str | Path, overrides: Sequence[str] = ()) -> 
     are dropped here, so those runs sample and resume as before: ``train.job_minutes`` (a cap on the
     whole job; the budget is ``train.minutes`` alone now) and ``train.threads: auto`` (a timed choice,
     now torch's own default, null)."""
-    data = read_yaml(data) if isinstance(data, (str, Path)) else json.loads(json.dumps(data))  # a deep copy
-    train = data.get("train") if isinstance(data.get("train"), dict) else {}
-    train.pop("job_minutes", None)
-    if train.get("threads") == "auto":
-        train["threads"] = None
-    return RunConfig.load(data, overrides)
+    stored: dict = read_yaml(data) if isinstance(data, (str, Path)) else json.loads(json.dumps(data))  # a copy
+    train = stored.get("train")
+    if isinstance(train, dict):
+        train.pop("job_minutes", None)
+        train["threads"] = None if train.get("threads") == "auto" else train.get("threads")
+    return RunConfig.load(stored, overrides)
 
 
 def shipped_configs() -> dict[str, Path]:
