@@ -101,6 +101,16 @@ def _build(name: str):
             downsample_each_block=False,
         )
         return model, {"sample": torch.randn(B, 14, 16)}, steps
+    if name == "unet1d_fourier":  # Dance Diffusion: Fourier features of the noise level, no MLP
+        model = diffusers.UNet1DModel(
+            sample_size=16,
+            in_channels=2,
+            out_channels=2,
+            block_out_channels=(32, 32, 64),
+            time_embedding_dim=16,
+            extra_in_channels=16,
+        )
+        return model, {"sample": torch.randn(B, 2, 64)}, torch.tensor([0.05, 0.9])
     if name == "dit":
         model = diffusers.DiTTransformer2DModel(
             num_attention_heads=2,

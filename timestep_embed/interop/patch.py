@@ -84,11 +84,13 @@ def sinusoid_from_diffusers(module, num_timesteps: int | None = None) -> Sinusoi
 
 
 def fourier_from_diffusers(module) -> FourierEmbedding:
-    """Our :class:`FourierEmbedding` for a ``GaussianFourierProjection``, same weight."""
+    """Our :class:`FourierEmbedding` for a ``GaussianFourierProjection``: the same weight in the same
+    dtype and device (a bfloat16 model forms the phase ``x * weight * 2 pi`` in bfloat16, as diffusers)."""
     weight = module.weight.detach()
     ours = FourierEmbedding(2 * weight.numel(), first="cos" if module.flip_sin_to_cos else "sin", log=module.log)
+    ours = ours.to(device=weight.device, dtype=weight.dtype)  # load_state_dict copies into the buffer's dtype
     load_state_dict_checked(ours, {"weight": weight}, "GaussianFourierProjection -> FourierEmbedding")
-    return ours.to(weight.device)
+    return ours
 
 
 def _act_name(module, argument: str) -> str | None:
