@@ -151,3 +151,25 @@ def test_callables_per_stage_and_shape_mismatch():
     assert verdict.parted.kind == "sinusoid" and verdict.causes[0].startswith("different shapes")
     with pytest.raises(TypeError, match="a port is a TimePathTrace, an nn.Module or a dict"):
         verify_port(reference, "diffusers", T8)
+
+
+def test_a_nan_weight_or_a_nan_stage_is_a_difference():
+    """A candidate with one NaN weight parts at its MLP; the cause names the weight (issue 25)."""
+    reference = TimestepEmbedder(32)
+    candidate = copy.deepcopy(reference)
+    candidate.time_embedding.linear_2.weight.data[0, 0] = float("nan")
+    verdict = verify_port(reference, candidate, torch.tensor([10, 250, 500, 999]))
+    assert not verdict.agree and verdict.parted.kind == "time embedding" and verdict.parted.nonfinite == 4
+    assert verdict.causes[0].startswith("non-finite values: the candidate gives 4 NaN of 128 entries")
+    assert "time_embedding.linear_2.weight" in verdict.causes[1]
+    nan_stage = {"sinusoid": lambda t: reference.time_proj(t) * float("nan")}
+    verdict = verify_port(reference, nan_stage, T8)
+    assert verdict.parted.kind == "sinusoid" and "non-finite" in verdict.causes[0]
+    assert verify_port(nan_stage, nan_stage, T8).agree  # NaN alike on both sides is no difference between them
+
+
+@pytest.mark.parametrize("tol", [float("nan"), float("inf"), -1, True, "1e-5", None])
+def test_the_tolerance_is_checked(tol):
+    ports = TimestepEmbedder(32)
+    with pytest.raises(ValueError, match="tol must be a finite number >= 0"):
+        verify_port(ports, ports, T8, tol=tol)

@@ -10,6 +10,7 @@ MLP weights (columns of swapped halves), the order of the modulation's chunks.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -29,7 +30,9 @@ Port = TimePathTrace | nn.Module | Mapping[str, Callable]
 
 @dataclass
 class StageDiff:
-    """One aligned stage: ``max_abs`` difference and ``relative`` (max abs / the reference's rms)."""
+    """One aligned stage: ``max_abs`` difference and ``relative`` (max abs / the reference's rms) over
+    the entries finite on both sides; ``nonfinite``: entries where one side is NaN or infinite and the
+    other is not (or holds another infinity), ``shared_nonfinite``: entries non-finite alike on both."""
 
     kind: str
     label: str
@@ -37,6 +40,8 @@ class StageDiff:
     max_abs: float
     relative: float
     shapes: tuple[tuple[int, ...], tuple[int, ...]]
+    nonfinite: int = 0
+    shared_nonfinite: int = 0
 
     @property
     def name(self) -> str:
@@ -96,9 +101,26 @@ def _compare(a: Stage, b: Stage) -> StageDiff:
     shapes = (tuple(x.shape), tuple(y.shape))
     if shapes[0] != shapes[1]:
         return StageDiff(a.kind, a.label, a.module, float("inf"), float("inf"), shapes)
-    diff = float((x - y).abs().max()) if x.numel() else 0.0
-    rms = float(x.pow(2).mean().sqrt()) if x.numel() else 0.0
-    return StageDiff(a.kind, a.label, a.module, diff, diff / rms if rms > 0 else diff, shapes)
+    finite = x.isfinite() & y.isfinite()
+    # NaN compares unequal to everything, so a max over it would hide a broken side: count instead
+    alike = (x.isnan() & y.isnan()) | (~finite & (x == y))
+    nonfinite, shared = int((~finite & ~alike).sum()), int(alike.sum())
+    diff = float((x - y)[finite].abs().max()) if finite.any() else 0.0
+    rms = float(x[finite].pow(2).mean().sqrt()) if finite.any() else 0.0
+    return StageDiff(a.kind, a.label, a.module, diff, diff / rms if rms > 0 else diff, shapes, nonfinite, shared)
+
+
+def _scale(stage: Stage) -> float:
+    """``max(1, max |reference|)`` over the reference's finite entries: what ``tol`` is relative to."""
+    v = stage.value.detach().double()
+    v = v[v.isfinite()]
+    return max(1.0, float(v.abs().max())) if v.numel() else 1.0
+
+
+def _check_tol(tol) -> float:
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) or tol < 0:
+        raise ValueError(f"tol must be a finite number >= 0 (a relative tolerance, e.g. 1e-5), got {tol!r}")
+    return float(tol)
 
 
 def verify_port(
@@ -124,6 +146,7 @@ def verify_port(
         tol: a stage differs where ``max abs difference > tol * max(1, max |reference|)``.
         timestep_arg: the keyword the timestep is passed as.
     """
+    tol = _check_tol(tol)
     ref = _traced(reference, timesteps, inputs, timestep_arg)
     cand = _traced(candidate, timesteps, candidate_inputs if candidate_inputs is not None else inputs, timestep_arg)
     ka, kb = _keyed(ref), _keyed(cand)
@@ -134,8 +157,7 @@ def verify_port(
             continue
         d = _compare(a, kb[key])
         diffs.append(d)
-        scale = max(1.0, float(a.value.detach().double().abs().max())) if a.value.numel() else 1.0
-        if parted is None and d.max_abs > tol * scale:
+        if parted is None and (d.nonfinite or d.max_abs > tol * _scale(a)):
             parted = d
             causes = _causes(a, kb[key], ref, cand, reference, candidate, previous, tol)
         previous[(a.kind, a.label)] = d
@@ -149,6 +171,8 @@ def _causes(a: Stage, b: Stage, ref, cand, ref_port, cand_port, previous, tol) -
     x, y = a.value.detach().double().cpu(), b.value.detach().double().cpu()
     if x.shape != y.shape:
         return [f"different shapes: the reference gives {tuple(x.shape)}, the candidate {tuple(y.shape)}"]
+    if not torch.equal(x.isfinite(), y.isfinite()):
+        return _nonfinite_causes(a, x, y, ref_port, cand_port)
     if a.kind in ("timestep", "sinusoid input"):
         return [_input_cause(a, b)]
     if a.kind == "sinusoid":
@@ -225,3 +249,17 @@ def _weight_causes(a: Stage, b: Stage, ref_port, cand_port) -> list[str]:
             else:
                 causes.append(f"{b.module}.{name} differs: max abs {float((p - q).abs().max()):.3g}")
     return causes or [f"same weights: the {a.kind}'s activation or layer order differs"]
+
+
+def _nonfinite_causes(a: Stage, x: torch.Tensor, y: torch.Tensor, ref_port, cand_port) -> list[str]:
+    """Which side turns NaN or infinite at this stage, and the non-finite weights that explain it."""
+    side, bad = ("candidate", y) if (~y.isfinite() & x.isfinite()).any() else ("reference", x)
+    count, nans = int((~bad.isfinite()).sum()), int(bad.isnan().sum())
+    what = f"{nans} NaN" + (f" and {count - nans} infinite" if count > nans else "")
+    causes = [f"non-finite values: the {side} gives {what} of {bad.numel()} entries at the {a.kind} ({a.label})"]
+    port = cand_port if side == "candidate" else ref_port
+    if isinstance(port, nn.Module):
+        broken = [name for name, t in port.state_dict().items() if t.is_floating_point() and not t.isfinite().all()]
+        if broken:
+            causes.append(f"the {side}'s weights hold NaN or infinity: {', '.join(broken[:8])}")
+    return causes
