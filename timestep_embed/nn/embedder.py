@@ -19,9 +19,10 @@ from ..conventions import Convention
 from ..files import load_pretrained, save_pretrained
 from ..guards import TimestepsLike
 from ..sinusoidal import distinct_values
-from .checkpoints import LAYOUT_DEFAULTS, embedder_state_dict, find_time_mlp, load_state_dict_checked
+from .checkpoints import find_time_paths, load_state_dict_checked, match_state_dict
 from .fourier import FourierEmbedding
 from .mlp import ACTIVATIONS, TimestepMLP
+from .porting import time_path_modules
 from .sinusoidal import SinusoidalEmbedding
 from .time_input import check_time_input, time_input
 
@@ -125,51 +126,55 @@ class TimestepEmbedder(nn.Module):
         state_dict: Mapping[str, torch.Tensor],
         convention: str | Convention | None = None,
         *,
+        family: str | None = None,
         layout: str = "auto",
         prefix: str | None = None,
+        which: str = "timestep",
         **options,
     ) -> TimestepEmbedder:
-        """The time path of a whole-model checkpoint, widths read from its tensors, weights loaded.
+        """The time path of a whole-model checkpoint: layout found, widths read from its tensors, weights loaded.
 
-        Finds the time MLP under the keys of diffusers (``time_embedding.linear_1``), original Stable
-        Diffusion / guided-diffusion (``time_embed.0``), DiT (``t_embedder.mlp.0``) or EDM
-        (``map_layer0``), under the prefixes ``model.diffusion_model.``, ``unet.``, ``model.`` or none
-        (``prefix=`` for others), and logs what it found.
+        Knows the layouts of :data:`~timestep_embed.nn.checkpoints.LAYOUTS`: diffusers' models and the
+        original releases (Stable Diffusion/LDM, SDXL, guided-diffusion, DDPM's torch port, DiT,
+        PixArt, SD3, Flux with ``guidance_in``, Wan, HunyuanVideo, EDM's three networks,
+        k-diffusion, lucidrains), under the prefixes ``model.diffusion_model.``, ``unet.``,
+        ``transformer.``, ``model.``, ``net.`` ... (``prefix=`` for others). The sinusoid in front
+        is the layout's, fed what the model's ``forward`` gets as its timestep (Flux: sigma, cast to
+        the model's dtype and multiplied by 1000 there, as the model does). It logs the layout and
+        every other MLP it found (guidance, text refiner, per-block copies, text projections):
+        ``which="guidance"``, ``which="timestep[3]"`` ... loads one of those instead.
 
         Args:
             state_dict: the checkpoint's tensors (other keys are ignored).
-            convention: the sinusoid; default: what the layout's codebase uses (ADM for Stable
-                Diffusion, guided-diffusion and DiT; EDM for EDM). A diffusers state dict does not
-                say (``flip_sin_to_cos`` and ``freq_shift`` are in the UNet's config): pass it.
-            layout: ``"auto"`` or one of ``KEY_LAYOUTS``.
+            convention: the sinusoid, overriding the layout's; a diffusers UNet's state dict does
+                not say (``flip_sin_to_cos`` and ``freq_shift`` are in its config): pass this or
+                ``family``, or use :meth:`from_pretrained` on its folder.
+            family: the contract family (``"stable_diffusion"``, ``"ddpm"``, ``"flux_dev"`` ...) to
+                pick a layout among those that fit.
+            layout: ``"auto"`` or a name in ``LAYOUTS``.
             prefix: what the network's keys start with; None tries the known ones.
-            options: other :class:`TimestepEmbedder` arguments (``time_input``, ``num_timesteps``...).
+            which: the MLP to load (default the model's main time path, ``"timestep"``).
+            options: other :class:`TimestepEmbedder` arguments (``time_input``, ``num_timesteps``,
+                ``time_proj`` ...).
         """
-        layout, prefix = find_time_mlp(state_dict, layout, prefix)
-        ours = embedder_state_dict(state_dict, layout, prefix)
-        w1, w2 = ours.get("time_embedding.linear_1.weight"), ours.get("time_embedding.linear_2.weight")
-        if w1 is None or w2 is None or w1.shape[0] != w2.shape[0] or w2.shape[0] != w2.shape[1]:
-            shapes = {k: list(v.shape) for k, v in ours.items()}
-            raise ValueError(f"the time MLP under {prefix!r} ({layout} layout) is not in -> emb -> emb: {shapes}")
-        defaults = dict(LAYOUT_DEFAULTS[layout])
-        layout_convention = defaults.pop("convention")
-        convention = convention if convention is not None else layout_convention
-        if convention is None:
+        unknown = sorted(set(options) - {"time_input", "num_timesteps", "time_proj"})
+        if unknown:
             raise ValueError(
-                f"a {layout} state dict does not say which sinusoid its model uses: pass convention= "
-                "(diffusers UNets: 'adm' by default; flip_sin_to_cos=False, freq_shift=1 is 'ddpm')"
+                f"from_state_dict reads the MLP and the sinusoid from the checkpoint and its layout; {unknown} "
+                "cannot be set (options are time_input, num_timesteps, time_proj; the sinusoid: convention=)"
             )
-        if "time_embedding.cond_proj.weight" in ours:
-            defaults["cond_dim"] = ours["time_embedding.cond_proj.weight"].shape[1]
-        if "time_proj.weight" in ours and "time_proj" not in options:
-            raise ValueError(
-                "this checkpoint has Fourier features (time_proj.weight): pass time_proj=FourierEmbedding(..)"
-            )
-        embedder = cls(w1.shape[0], w1.shape[1], convention, **{**defaults, **options})
-        load_state_dict_checked(embedder, ours, f"the time path under {prefix!r} ({layout} layout)")
-        widths = (w1.shape[1], w1.shape[0], w2.shape[0])
-        log.info("time MLP found under prefix %r (%s layout): %d -> %d -> %d", prefix, layout, *widths)
-        return embedder.to(w1.dtype)
+        match = find_time_paths(state_dict, family=family, layout=layout, prefix=prefix)
+        ours = match_state_dict(state_dict, match, which)
+        time_proj, mlp = time_path_modules(match, ours, convention, options.pop("time_proj", None))
+        options.setdefault("time_input", match.layout.time_input)
+        embedder = cls(mlp.linear_2.out_features, time_proj=time_proj, **options)
+        embedder.time_embedding = mlp
+        load_state_dict_checked(embedder, ours, f"the {which} MLP of this {match.describe()}")
+        path = match.path(which)
+        others = [p.describe() for p in match.paths if p is not path]
+        log.info("%s %s found: %s", match.describe(), path.describe(), "; also: " + ", ".join(others) if others else "")
+        dtype = ours["time_embedding.linear_1.weight"].dtype
+        return embedder.to(dtype) if dtype.is_floating_point else embedder
 
     def config(self) -> dict:
         """The constructor arguments, JSON-able, for :meth:`save_pretrained`."""
