@@ -119,6 +119,6 @@ def test_report_and_json():
 
 def test_trace_stages_runs_callables_in_order_and_refuses_unknown_stages():
     trace = trace_stages({"sinusoid": lambda t: torch.stack([t.float().sin(), t.float().cos()], -1)}, [0.0, 1.0])
-    assert [s.kind for s in trace.stages] == ["timestep", "sinusoid"]
+    assert [s.kind for s in trace.stages] == ["timestep", "sinusoid input", "sinusoid"]
     with pytest.raises(ValueError, match=r"unknown stage\(s\) \['sinusoids'\]; stages are sinusoid input"):
         trace_stages({"sinusoids": abs}, [0.0])

@@ -15,49 +15,24 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from ..analysis.relation import relate
 from ..guards import TimestepsLike, as_tensor
 from ..nn import FourierEmbedding, SinusoidalEmbedding, TimestepMLP
-from ..sinusoidal import sinusoidal_embedding
 from .contract import TimestepContract
 from .contracts import contract_for, get_contract
+from .flags import flag_stages
+from .stage import STAGE_KINDS, Stage
 
 __all__ = ["Stage", "TimePathTrace", "trace_time_path", "trace_stages", "STAGE_KINDS"]
 
-STAGE_KINDS = ("timestep", "sinusoid input", "sinusoid", "time embedding", "modulation", "output")
 _SINUSOIDS = ("Timesteps", "GaussianFourierProjection")  # diffusers' class names
 _MLPS = ("TimestepEmbedding",)
 # The blocks' own projections of emb: diffusers ResnetBlock2D, ours, ResidualTemporalBlock1D, Wan.
 _MODULATION_LINEARS = ("time_emb_proj", "emb_proj", "time_emb", "time_proj")
-_HALF = (torch.float16, torch.bfloat16)
-
-
-@dataclass
-class Stage:
-    """One recorded value: ``kind`` (see :data:`STAGE_KINDS`), ``label`` (``"timestep"``, ``"guidance"``,
-    ``"time ids"`` ...: which time-like input it carries), the module's dotted path and the tensor."""
-
-    kind: str
-    label: str
-    module: str
-    value: torch.Tensor = field(repr=False)
-
-    def summary(self) -> dict:
-        v = self.value.detach()
-        out: dict[str, object] = {"kind": self.kind, "label": self.label, "module": self.module}
-        out["dtype"] = str(v.dtype).split(".")[-1]
-        out["shape"] = list(v.shape)
-        x = v.double()
-        if v.numel() <= 8:
-            out["values"] = [round(float(y), 6) for y in x.reshape(-1)]
-        if v.numel():
-            out.update(min=float(x.min()), max=float(x.max()), rms=float(x.pow(2).mean().sqrt()))
-        return out
 
 
 @dataclass
@@ -127,7 +102,14 @@ def _kind_of(module: nn.Module, name: str, parent: nn.Module | None) -> str | No
 
 
 def _label(path: str) -> str:
-    for key, label in (("guidance", "guidance"), ("add_", "time ids"), ("resolution", "resolution")):
+    labels = (
+        ("context_embedder.time_text_embed", "refiner"),  # HunyuanVideo's text refiner (diffusers)
+        ("txt_in.t_embedder", "refiner"),  # ... and the original's
+        ("guidance", "guidance"),
+        ("add_", "time ids"),
+        ("resolution", "resolution"),
+    )
+    for key, label in labels:
         if key in path:
             return label
     return "aspect ratio" if "aspect" in path else "timestep"
@@ -142,6 +124,22 @@ def _first_tensor(out) -> torch.Tensor | None:
     return sample if isinstance(sample, torch.Tensor) else None
 
 
+def phase_of(module: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """``(phase, frequency)`` of a sinusoid module's input ``x`` (see :class:`Stage`)."""
+    if isinstance(module, SinusoidalEmbedding):
+        c = module.convention
+        if module.scale_in_input_dtype and x.is_floating_point():
+            phase = (c.scale * x).double()  # the product formed in x's dtype, as the module forms it
+        else:
+            phase = x.double() * c.scale
+        return phase, max(1.0, 1.0 / c.max_period)
+    if isinstance(module, FourierEmbedding) or type(module).__name__ == "GaussianFourierProjection":
+        w = torch.as_tensor(module.weight).detach().double()
+        frequency = 2 * math.pi * float(w.abs().sum(-1).max() if w.dim() > 1 else w.abs().max())
+        return (x.double().log() if module.log else x.double()), frequency
+    return x.double() * float(getattr(module, "scale", 1.0)), 1.0  # diffusers' Timesteps: scale * (t w)
+
+
 def _record(model: nn.Module, run: Callable[[], object]) -> list[Stage]:
     stages: list[Stage] = []
     pending: list[int] = []  # sinusoid calls whose label waits for the MLP that consumes them
@@ -152,7 +150,8 @@ def _record(model: nn.Module, run: Callable[[], object]) -> list[Stage]:
             if kind == "sinusoid":
                 arg = args[0] if args else None
                 if isinstance(arg, torch.Tensor):
-                    stages.append(Stage("sinusoid input", _label(path), path, arg.detach().clone()))
+                    phase, frequency = phase_of(module, arg.detach())
+                    stages.append(Stage("sinusoid input", _label(path), path, arg.detach().clone(), phase, frequency))
                     pending.append(len(stages) - 1)
                 stages.append(Stage("sinusoid", _label(path), path, value))
                 pending.append(len(stages) - 1)
@@ -227,82 +226,14 @@ def trace_stages(stages: Mapping[str, Callable], timesteps: TimestepsLike, name:
     recorded = [Stage("timestep", "timestep", "", value)]
     with torch.no_grad():
         for kind in STAGE_KINDS[1:]:
+            if kind == "sinusoid" and kind in stages:  # what reaches the sinusoid, as a model's trace records it
+                fn = stages[kind]
+                phase, frequency = phase_of(fn, value) if isinstance(fn, nn.Module) else (value.double(), 1.0)
+                if "sinusoid input" not in stages:
+                    recorded.append(Stage("sinusoid input", "timestep", name, value.detach(), phase, frequency))
+                else:
+                    recorded[-1].phase, recorded[-1].frequency = phase, frequency
             if kind in stages:
                 value = stages[kind](value)
                 recorded.append(Stage(kind, "timestep", name, value.detach()))
     return TimePathTrace(name, None, recorded, flag_stages(recorded, None))
-
-
-# ---------------------------------------------------------------------------------------- flags
-def flag_stages(stages: list[Stage], contract: TimestepContract | None) -> list[str]:
-    """The flags of :func:`trace_time_path` on recorded stages (see the module docstring)."""
-    flags: list[str] = []
-    given = stages[0].value if stages and stages[0].kind == "timestep" else None
-    inputs = [s for s in stages if s.kind == "sinusoid input"]
-    for s in inputs:
-        v = s.value
-        if v.dtype in _HALF:
-            flags.append(
-                f"rounding: the {s.label} reaches the sinusoid as {str(v.dtype)[6:]} [{s.module}]: "
-                f"{_spacing_text(v)}; float32 would keep it"
-            )
-    main = next((s for s in inputs if s.label == "timestep"), None)
-    if main is not None and given is not None and contract is not None:
-        expected = contract.to_sinusoid(given, main.value.dtype if main.value.is_floating_point() else torch.float32)
-        if expected.shape == main.value.shape and not torch.equal(expected.to(main.value.dtype), main.value):
-            how = relate(expected, main.value) or "no known map"
-            flags.append(
-                f"contract: the sinusoid input is not what {contract.name} computes from this timestep ({how})"
-            )
-        low, high = contract.value_range()
-        v = main.value.double()
-        margin = 0.01 * (high - low) + 1e-6
-        largest = float(v.abs().max()) if v.numel() else 0.0
-        fractional = bool((v != v.round()).any())
-        if (
-            float(v.min()) < low - margin
-            or float(v.max()) > high + margin
-            or (
-                high >= 100 and 0 < largest <= 1 and fractional  # sigma where sigma * 1000 is expected
-            )
-        ):
-            flags.append(
-                f"range: the sinusoid input spans {float(v.min()):g}..{float(v.max()):g}, {contract.name} expects "
-                f"{low:g}..{high:g}" + _range_hint(largest, high)
-            )
-    if main is not None and given is not None and contract is None and given.shape == main.value.shape:
-        how = relate(given, main.value) or ""
-        if how.startswith("candidate = 1000 x") and float(given.double().abs().max()) > 1.5:
-            flags.append(
-                "scaled twice: the model multiplies a timestep that already spans "
-                f"0..{float(given.double().abs().max()):g} by 1000 (its pipeline passes sigma in [0, 1])"
-            )
-    flags += _convention_flags(stages, contract)
-    return flags
-
-
-def _spacing_text(v: torch.Tensor) -> str:
-    largest = float(v.double().abs().max()) if v.numel() else 0.0
-    spacing = torch.finfo(v.dtype).eps * 2 ** math.floor(math.log2(max(largest, 1e-30)))
-    return f"values up to {largest:g} are {spacing:g} apart there"
-
-
-def _range_hint(largest: float, high: float) -> str:
-    if high > 0 and 500 <= largest / high <= 2000:
-        return ": 1000 x too large, scaled by 1000 twice?"
-    if high > 0 and 5e-4 <= largest / high <= 2e-3:
-        return ": 1000 x too small, sigma in [0, 1] where sigma * 1000 is expected?"
-    return ""
-
-
-def _convention_flags(stages: list[Stage], contract: TimestepContract | None) -> list[str]:
-    if contract is None or contract.convention is None:
-        return []
-    for i, s in enumerate(stages):
-        if s.kind == "sinusoid input" and s.label == "timestep" and i + 1 < len(stages):
-            out = stages[i + 1].value
-            ours = sinusoidal_embedding(s.value.float(), out.shape[-1], contract.convention)
-            if ours.shape != out.shape or not torch.allclose(ours, out.float(), atol=1e-4):
-                return [f"convention: the sinusoid [{s.module}] is not {contract.name}'s {contract.convention}"]
-            return []
-    return []
