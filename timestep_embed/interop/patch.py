@@ -122,21 +122,26 @@ def patch_diffusers_model(model, num_timesteps: int | None = None):
 
     ``Timesteps`` -> :class:`SinusoidalEmbedding` (its flags), ``GaussianFourierProjection`` ->
     :class:`FourierEmbedding` (its weight), ``TimestepEmbedding`` -> :class:`TimestepMLP` (its weights,
-    loaded strictly). The outputs stay the same for integer, fractional, batched and scalar timesteps
+    loaded strictly), SkyReels-V2's float64 ``SkyReelsV2Timesteps`` -> the precise sinusoid.
+    The outputs stay the same for integer, fractional, batched and scalar timesteps
     (and per-token ones where the model takes them); the state-dict keys do not change, so
     ``save_pretrained`` still writes a checkpoint that an unpatched model loads.
 
     Args:
-        model: one of :data:`PATCHABLE` (other classes are refused by name).
+        model: a diffusers model (``ModelMixin``): the classes of :data:`PATCHABLE` and those the
+            coverage report (``scripts/diffusers_coverage.py``) checks; others are refused.
         num_timesteps: the size of the sinusoids' integer-step cache (UNets: default
             ``config.num_train_timesteps``; transformers, fed float timesteps: no cache).
     """
     diffusers = require_diffusers()
-    kind = next((name for name in PATCHABLE if isinstance(model, getattr(diffusers, name))), None)
-    if kind is None:
-        raise TypeError(f"patch_diffusers_model: {type(model).__name__} is not one of {', '.join(PATCHABLE)}")
+    if not isinstance(model, diffusers.ModelMixin):
+        raise TypeError(
+            f"patch_diffusers_model: {type(model).__name__} is not a diffusers model (tested on "
+            f"{', '.join(PATCHABLE)} and the classes of scripts/diffusers_coverage.py)"
+        )
+    kind = type(model).__name__
     emb = diffusers.models.embeddings
-    if num_timesteps is None and kind.startswith("UNet"):
+    if num_timesteps is None and "UNet" in kind:
         num_timesteps = model.config.get("num_train_timesteps") or 1000
     replaced = 0
     for name, module in list(model.named_modules()):
@@ -146,6 +151,9 @@ def patch_diffusers_model(model, num_timesteps: int | None = None):
             new = fourier_from_diffusers(module)
         elif isinstance(module, emb.TimestepEmbedding):
             new = mlp_from_diffusers(module)
+        elif type(module).__name__ == "SkyReelsV2Timesteps":  # get_1d_sincos_pos_embed_from_grid in float64
+            first = "cos" if module.flip_sin_to_cos else "sin"
+            new = SinusoidalEmbedding(module.num_channels, Convention("concat", first, 0.0), precise=True)
         else:
             continue
         parent, _, child = name.rpartition(".")

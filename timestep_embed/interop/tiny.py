@@ -16,10 +16,11 @@ from .patch import require_diffusers
 from .tiny_dits import DITS
 from .tiny_spec import Tiny
 from .tiny_unets import UNETS
+from .tiny_zoo import ZOO_TRANSFORMERS, ZOO_UNETS
 
 __all__ = ["TINY", "BY_CLASS", "build", "run"]
 
-TINY: dict[str, Tiny] = {**UNETS, **DITS}
+TINY: dict[str, Tiny] = {**UNETS, **DITS, **ZOO_UNETS, **ZOO_TRANSFORMERS}
 BY_CLASS: dict[str, str] = {}
 for _name, _spec in TINY.items():
     BY_CLASS.setdefault(_spec.cls, _name)
@@ -36,7 +37,23 @@ def build(name: str):
 
 
 def run(model, inputs, timestep, timestep_arg: str = "timestep") -> torch.Tensor:
-    """The model's output tensor for ``timestep`` (no gradients)."""
+    """The model's output for ``timestep`` (no gradients), as one tensor: its ``sample``, or every
+    tensor it returns flattened and joined (a ControlNet's residuals)."""
     with torch.no_grad():
         out = model(**inputs, **{timestep_arg: timestep})
-    return out[0] if isinstance(out, tuple) else out.sample
+    sample = getattr(out, "sample", None)
+    if isinstance(sample, torch.Tensor):
+        return sample
+    tensors = list(_tensors(out))
+    return tensors[0] if len(tensors) == 1 else torch.cat([t.reshape(-1) for t in tensors])
+
+
+def _tensors(out):
+    if isinstance(out, torch.Tensor):
+        yield out
+    elif isinstance(out, dict):
+        for value in out.values():
+            yield from _tensors(value)
+    elif isinstance(out, (tuple, list)):
+        for value in out:
+            yield from _tensors(value)

@@ -11,9 +11,13 @@ __all__ = ["DITS"]
 
 def _flux_inputs(guidance: bool):
     def make():
-        inputs = {"hidden_states": randn(B, 16, 4), "encoder_hidden_states": randn(B, 3, 16),
-                  "pooled_projections": randn(B, 8), "img_ids": torch.zeros(16, 3),
-                  "txt_ids": torch.zeros(3, 3)}  # fmt: skip
+        inputs = {
+            "hidden_states": randn(B, 16, 4),
+            "encoder_hidden_states": randn(B, 3, 16),
+            "pooled_projections": randn(B, 8),
+            "img_ids": torch.zeros(16, 3),
+            "txt_ids": torch.zeros(3, 3),
+        }
         if guidance:
             inputs["guidance"] = torch.full((B,), 3.5)  # the pipeline's guidance_scale; the model multiplies by 1000
         return inputs
@@ -22,9 +26,18 @@ def _flux_inputs(guidance: bool):
 
 
 def _flux(guidance: bool) -> Tiny:
-    config = dict(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1, attention_head_dim=16,
-                  num_attention_heads=2, joint_attention_dim=16, pooled_projection_dim=8, guidance_embeds=guidance,
-                  axes_dims_rope=(4, 6, 6))  # fmt: skip
+    config = dict(
+        patch_size=1,
+        in_channels=4,
+        num_layers=1,
+        num_single_layers=1,
+        attention_head_dim=16,
+        num_attention_heads=2,
+        joint_attention_dim=16,
+        pooled_projection_dim=8,
+        guidance_embeds=guidance,
+        axes_dims_rope=(4, 6, 6),
+    )
     return Tiny("FluxTransformer2DModel", config, _flux_inputs(guidance), tuple(t / 1000 for t in FLOW))
 
 
@@ -41,7 +54,7 @@ DITS = {
             norm_num_groups=4,
         ),
         lambda: {"hidden_states": randn(B, 4, 8, 8), "class_labels": torch.tensor([1, 2])},
-    ),  # fmt: skip
+    ),
     "pixart": Tiny(
         "PixArtTransformer2DModel",
         dict(
@@ -61,7 +74,7 @@ DITS = {
             "encoder_hidden_states": randn(B, 3, 16),
             "added_cond_kwargs": {"resolution": None, "aspect_ratio": None},
         },
-    ),  # fmt: skip
+    ),
     "sd3": Tiny(
         "SD3Transformer2DModel",
         dict(
@@ -83,7 +96,7 @@ DITS = {
             "pooled_projections": randn(B, 8),
         },
         FLOW,
-    ),  # fmt: skip
+    ),
     "flux_dev": _flux(True),  # Flux's pipeline passes timestep / 1000
     "flux_schnell": _flux(False),
     "wan": Tiny(
@@ -102,7 +115,7 @@ DITS = {
         ),
         lambda: {"hidden_states": randn(B, 4, 2, 8, 8), "encoder_hidden_states": randn(B, 3, 16)},
         FLOW,
-    ),  # fmt: skip
+    ),
     "hunyuan_video": Tiny(
         "HunyuanVideoTransformer3DModel",
         dict(
@@ -128,5 +141,5 @@ DITS = {
             "guidance": torch.full((B,), 6000.0),
         },
         FLOW,
-    ),  # fmt: skip
+    ),
 }

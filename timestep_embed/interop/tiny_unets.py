@@ -8,13 +8,28 @@ from .tiny_spec import B, Tiny, randn
 
 __all__ = ["UNETS"]
 
-_UNET2D = dict(sample_size=8, in_channels=1, out_channels=1, block_out_channels=(8, 16), layers_per_block=1,
-               norm_num_groups=4, down_block_types=("DownBlock2D",) * 2, up_block_types=("UpBlock2D",) * 2)  # fmt: skip
+_UNET2D = dict(
+    sample_size=8,
+    in_channels=1,
+    out_channels=1,
+    block_out_channels=(8, 16),
+    layers_per_block=1,
+    norm_num_groups=4,
+    down_block_types=("DownBlock2D",) * 2,
+    up_block_types=("UpBlock2D",) * 2,
+)
 _UNET2D_CONDITION = dict(
-    sample_size=8, in_channels=4, out_channels=4, block_out_channels=(8, 16), layers_per_block=1, norm_num_groups=4,
-    cross_attention_dim=8, attention_head_dim=2, down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+    sample_size=8,
+    in_channels=4,
+    out_channels=4,
+    block_out_channels=(8, 16),
+    layers_per_block=1,
+    norm_num_groups=4,
+    cross_attention_dim=8,
+    attention_head_dim=2,
+    down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
     up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
-)  # fmt: skip
+)
 
 
 def _image(channels: int = 1):
@@ -36,7 +51,7 @@ UNETS = {
     "unet2d_fourier": Tiny("UNet2DModel", {**_UNET2D, "time_embedding_type": "fourier"}, _image(), (0.01, 40.0)),
     "unet2d_learned": Tiny(
         "UNet2DModel", {**_UNET2D, "time_embedding_type": "learned", "num_train_timesteps": 1000}, _image()
-    ),  # fmt: skip
+    ),
     "stable_diffusion": Tiny("UNet2DConditionModel", _UNET2D_CONDITION, _sd),
     "sdxl": Tiny(
         "UNet2DConditionModel",
@@ -47,7 +62,7 @@ UNETS = {
             "projection_class_embeddings_input_dim": 6 * 8 + 8,
         },
         _sdxl,
-    ),  # fmt: skip
+    ),
     # the value-function UNet of Janner et al.'s diffuser: positional, shift 1
     "unet1d": Tiny(
         "UNet1DModel",
@@ -70,7 +85,7 @@ UNETS = {
             downsample_each_block=False,
         ),
         lambda: {"sample": randn(B, 14, 16)},
-    ),  # fmt: skip
+    ),
     # Dance Diffusion: Fourier features of the noise level, no MLP
     "unet1d_fourier": Tiny(
         "UNet1DModel",
@@ -84,5 +99,5 @@ UNETS = {
         ),
         lambda: {"sample": randn(B, 2, 64)},
         (0.05, 0.9),
-    ),  # fmt: skip
+    ),
 }

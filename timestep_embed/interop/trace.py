@@ -29,7 +29,7 @@ from .stage import STAGE_KINDS, Stage
 
 __all__ = ["Stage", "TimePathTrace", "trace_time_path", "trace_stages", "STAGE_KINDS"]
 
-_SINUSOIDS = ("Timesteps", "GaussianFourierProjection")  # diffusers' class names
+_SINUSOIDS = ("Timesteps", "GaussianFourierProjection", "SkyReelsV2Timesteps")  # diffusers' class names
 _MLPS = ("TimestepEmbedding",)
 # The blocks' own projections of emb: diffusers ResnetBlock2D, ours, ResidualTemporalBlock1D, Wan.
 _MODULATION_LINEARS = ("time_emb_proj", "emb_proj", "time_emb", "time_proj")
@@ -107,6 +107,7 @@ def _label(path: str) -> str:
         ("txt_in.t_embedder", "refiner"),  # ... and the original's
         ("guidance", "guidance"),
         ("add_", "time ids"),
+        ("condition_proj", "size"),  # CogView's original size, target size and crop coordinates
         ("resolution", "resolution"),
     )
     for key, label in labels:

@@ -50,8 +50,10 @@ class Layout:
 
     ``convention`` None: the weights do not say (diffusers UNets keep ``flip_sin_to_cos`` and
     ``freq_shift`` in ``config.json``). ``scale``: the sinusoid's scale (Qwen-Image's
-    ``Timesteps(scale=1000)``); ``in_model_dtype``: the timestep is cast to the model's dtype and
-    multiplied by ``scale`` there (Flux). ``time_input``: what the model does to its timestep before
+    ``Timesteps(scale=1000)``); ``in_model_dtype``: the timestep is cast to the model's dtype first;
+    ``scale_first``: ``scale * t`` is formed in that dtype before the sinusoid (Flux's ``* 1000``; None:
+    as ``in_model_dtype``), else the scale multiplies the float32 phase (diffusers' ``Timesteps``).
+    ``time_input``: what the model does to its timestep before
     the sinusoid (k-diffusion: ``ln(sigma) / 4``). ``fourier``: the Fourier weights' key and the
     :class:`FourierEmbedding` options instead of a sinusoid. ``auto=False``: picked only when the
     family or the layout is named (its keys are a generic layout's)."""
@@ -65,6 +67,7 @@ class Layout:
     convention: str | Convention | None = "adm"
     scale: float = 1.0
     in_model_dtype: bool = False
+    scale_first: bool | None = None
     precise: bool = False
     fourier: tuple[str, dict] | None = field(default=None, compare=False)
     act: str = "silu"

@@ -53,7 +53,8 @@ def time_path_modules(
                 "with from_pretrained"
             )
         conv = resolve_convention(conv, scale=layout.scale if layout.scale != 1 else None)
-        sinusoid = SinusoidalEmbedding(width, conv, precise=layout.precise, scale_in_input_dtype=layout.in_model_dtype)
+        first = layout.in_model_dtype if layout.scale_first is None else layout.scale_first
+        sinusoid = SinusoidalEmbedding(width, conv, precise=layout.precise, scale_in_input_dtype=first)
         time_proj = InModelDtype(sinusoid) if layout.in_model_dtype else sinusoid
     cond = ours.get("time_embedding.cond_proj.weight")
     mlp = TimestepMLP(

@@ -9,6 +9,7 @@ from .layouts import MLP_EMBEDDER, SEQUENTIAL, Layout, MLPKeys, table, text_mlp
 __all__ = ["TRANSFORMER_LAYOUTS"]
 
 _FLUX = "huggingface/diffusers: models/transformers/transformer_flux.py"
+_DIFFUSERS = "huggingface/diffusers: models/transformers/"
 _FLUX_ORIGINAL = "black-forest-labs/flux: src/flux/model.py, src/flux/modules/layers.py"
 
 TRANSFORMER_LAYOUTS = [
@@ -156,5 +157,73 @@ TRANSFORMER_LAYOUTS = [
             text_mlp("vector_in.", MLP_EMBEDDER),
         ),
         markers=("txt_in.individual_token_refiner.",),
+    ),
+    # ---------------------------------------------------- more diffusers image and video transformers
+    Layout(
+        "qwen_image",
+        "qwen_image",
+        _DIFFUSERS + "transformer_qwenimage.py (timestep.to(dtype), then Timesteps(256, scale=1000))",
+        (MLPKeys("timestep", "time_text_embed.timestep_embedder."),),
+        markers=("img_in.weight", "txt_norm.weight"),
+        scale=1000.0,
+        in_model_dtype=True,
+        scale_first=False,
+    ),
+    Layout(
+        "lumina2",
+        "lumina2",
+        _DIFFUSERS + "transformer_lumina2.py",
+        (MLPKeys("timestep", "time_caption_embed.timestep_embedder."),),
+        markers=("time_caption_embed.caption_embedder.",),
+    ),
+    Layout(
+        "sana",
+        "sana",
+        _DIFFUSERS + "sana_transformer.py",
+        (MLPKeys("timestep", "time_embed.emb.timestep_embedder."),),
+        markers=("caption_norm.weight", "time_embed.linear."),
+    ),
+    Layout(
+        "ltx_video",
+        "ltx_video",
+        _DIFFUSERS + "transformer_ltx.py",
+        (MLPKeys("timestep", "time_embed.emb.timestep_embedder."),),
+        markers=("proj_in.weight", "time_embed.linear.", "caption_projection.linear_1."),
+        absent=("audio_time_embed.",),
+    ),
+    Layout(
+        "cogview4",
+        "cogview4",
+        _DIFFUSERS + "transformer_cogview4.py",
+        (
+            MLPKeys("timestep", "time_condition_embed.timestep_embedder."),
+            MLPKeys(
+                "size", "time_condition_embed.condition_embedder.", fed="sizes and crop coordinates through a sinusoid"
+            ),
+        ),
+    ),
+    Layout(
+        "auraflow",
+        "auraflow",
+        _DIFFUSERS + "auraflow_transformer_2d.py (Timesteps(256, scale=1000) fed t / 1000)",
+        (MLPKeys("timestep", "time_step_proj."),),
+        markers=("register_tokens",),
+        scale=1000.0,
+    ),
+    Layout(
+        "mochi",
+        "mochi",
+        _DIFFUSERS + "transformer_mochi.py",
+        (MLPKeys("timestep", "time_embed.timestep_embedder."),),
+        markers=("time_embed.pooler.",),
+    ),
+    # SkyReels-V2's keys are Wan's; its SkyReelsV2Timesteps forms the sinusoid in float64 (picked by class only)
+    Layout(
+        "skyreels_v2",
+        "skyreels_v2",
+        _DIFFUSERS + "transformer_skyreels_v2.py (get_1d_sincos_pos_embed_from_grid in float64)",
+        (MLPKeys("timestep", "condition_embedder.time_embedder."), text_mlp("condition_embedder.text_embedder.")),
+        precise=True,
+        auto=False,
     ),
 ]

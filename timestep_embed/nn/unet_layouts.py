@@ -135,4 +135,19 @@ UNET_LAYOUTS = [
         post_act="gelu",
         time_input="quarter_log",
     ),
+    Layout(
+        "kandinsky3",
+        "kandinsky3",
+        "huggingface/diffusers: models/unets/unet_kandinsky3.py (Timesteps(flip_sin_to_cos=False, shift=1))",
+        (MLPKeys("timestep", "time_embedding."),),
+        markers=("add_time_condition.",),
+        convention="ddpm",
+    ),
+    Layout(
+        "controlnet_xs",
+        None,
+        "huggingface/diffusers: models/controlnets/controlnet_xs.py (UNetControlNetXSModel)",
+        (MLPKeys("timestep", "base_time_embedding."),),
+        convention=None,
+    ),
 ]
