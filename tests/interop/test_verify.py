@@ -149,7 +149,9 @@ def test_callables_per_stage_and_shape_mismatch():
     assert verify_port(reference, stages, T8).agree
     narrow = {"sinusoid": diffusers.models.embeddings.Timesteps(16, True, 0)}
     verdict = verify_port(reference, narrow, T8)
-    assert verdict.parted.kind == "sinusoid" and verdict.causes[0].startswith("width: the candidate's sinusoid gives 16")
+    assert verdict.parted.kind == "sinusoid" and verdict.causes[0].startswith(
+        "width: the candidate's sinusoid gives 16"
+    )
     with pytest.raises(TypeError, match="a port is a TimePathTrace, an nn.Module or a dict"):
         verify_port(reference, "diffusers", T8)
 
@@ -182,7 +184,9 @@ def test_each_side_is_given_its_own_timesteps():
     port = TimestepEmbedder.from_state_dict(model.state_dict(), time_input="times_T")
     verdict = verify_port(model, port, SIGMA * 1000, inputs=inputs, candidate_inputs={}, candidate_timesteps=SIGMA)
     assert verdict.agree, verdict.summary()
-    verdict = verify_port(model, port, SIGMA * 1000, inputs=inputs, candidate_inputs={}, candidate_timesteps=SIGMA * 1000)
+    verdict = verify_port(
+        model, port, SIGMA * 1000, inputs=inputs, candidate_inputs={}, candidate_timesteps=SIGMA * 1000
+    )
     assert verdict.causes[0].startswith("scaled by 1000 twice")
 
 

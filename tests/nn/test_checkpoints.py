@@ -255,8 +255,13 @@ def test_from_state_dict_says_what_it_needs():
         TimestepEmbedder.from_state_dict({"foo.weight": torch.zeros(1)})
     with pytest.raises(ValueError, match="family must be None or one of"):
         TimestepEmbedder.from_state_dict(unet, family="sd4")
-    with pytest.raises(ValueError, match=r"\['act'\] cannot be set"):
-        TimestepEmbedder.from_state_dict(unet, family="ddpm", act="gelu")
+    with pytest.raises(ValueError, match=r"\['sinusoid_dim'\] cannot be set"):
+        TimestepEmbedder.from_state_dict(unet, family="ddpm", sinusoid_dim=8)
+    assert isinstance(
+        TimestepEmbedder.from_state_dict(unet, family="ddpm", act="mish").time_embedding.act, torch.nn.Mish
+    )
+    with pytest.raises(TypeError, match="state_dict must be a mapping"):
+        TimestepEmbedder.from_state_dict([("time_embedding.linear_1.weight", torch.zeros(1))])
 
 
 def test_layouts_round_trip_and_the_rest_of_a_model_is_ignored():

@@ -52,6 +52,13 @@ _BY_CLASS = {
         and config.get("freq_shift", 0) == 1
         else None
     ),
+    "UNet1DModel": lambda config: (
+        "diffuser"
+        if config.get("time_embedding_type") == "positional"
+        and not config.get("flip_sin_to_cos", True)
+        and config.get("freq_shift", 0) == 1
+        else None
+    ),
     "UNet2DConditionModel": _sd_unet,
     "ControlNetModel": _sd_unet,
     "UNet3DConditionModel": _sd_unet,

@@ -215,4 +215,20 @@ UNET_CONTRACTS += [
         diffusers="Kandinsky3UNet",
         notes="Timesteps(flip_sin_to_cos=False, downscale_freq_shift=1): DDPM's [sin | cos] with half - 1",
     ),
+    TimestepContract(
+        name="diffuser",
+        family="Planning with Diffusion's temporal UNet (Janner et al. 2022) as diffusers ports it (UNet1DModel)",
+        sources=(
+            "jannerm/diffuser: diffuser/models/helpers.py",
+            "huggingface/diffusers: models/unets/unet_1d.py",
+        ),
+        raw="integer step t in 0..T-1 (DDPMScheduler, T = 20 in the released value functions)",
+        raw_range=(0, 999),
+        pipeline="t",
+        convention=get_convention("ddpm"),
+        sinusoid_dim=None,
+        mlp="C -> 4C -> C, Mish (time_mlp, act_fn='mish')",
+        injection="additive per ResidualTemporalBlock1D (time_emb: Mish, Linear)",
+        diffusers="UNet1DModel (time_embedding_type='positional', flip_sin_to_cos=False, freq_shift=1)",
+    ),
 ]

@@ -7,8 +7,8 @@ weights load as they are. Compute ``emb`` once per forward and hand it to every 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -16,13 +16,13 @@ import torch
 from torch import nn
 
 from ..conventions import Convention
-from ..files import load_pretrained, save_pretrained
+from ..files import load_pretrained, push_folder_to_hub, save_pretrained
 from ..guards import TimestepsLike
 from ..sinusoidal import distinct_values
 from .checkpoints import find_time_paths, load_state_dict_checked, match_state_dict
-from .fourier import FourierEmbedding
-from .mlp import ACTIVATIONS, TimestepMLP
+from .mlp import TimestepMLP
 from .porting import time_path_modules
+from .pretrained import diffusers_options, embedder_arguments, embedder_config, with_mlp
 from .sinusoidal import SinusoidalEmbedding
 from .time_input import check_time_input, time_input
 
@@ -154,18 +154,25 @@ class TimestepEmbedder(nn.Module):
             layout: ``"auto"`` or a name in ``LAYOUTS``.
             prefix: what the network's keys start with; None tries the known ones.
             which: the MLP to load (default the model's main time path, ``"timestep"``).
-            options: other :class:`TimestepEmbedder` arguments (``time_input``, ``num_timesteps``,
-                ``time_proj`` ...).
+            options: ``time_input``, ``num_timesteps``, ``time_proj`` (replaces the layout's sinusoid),
+                ``act`` and ``post_act`` (the MLP's activations, which the weights do not say: a diffusers
+                UNet's ``act_fn`` and ``timestep_post_act``; default the layout's).
         """
-        unknown = sorted(set(options) - {"time_input", "num_timesteps", "time_proj"})
+        unknown = sorted(set(options) - {"time_input", "num_timesteps", "time_proj", "act", "post_act"})
         if unknown:
             raise ValueError(
-                f"from_state_dict reads the MLP and the sinusoid from the checkpoint and its layout; {unknown} "
-                "cannot be set (options are time_input, num_timesteps, time_proj; the sinusoid: convention=)"
+                f"from_state_dict reads the MLP's widths and the sinusoid from the checkpoint and its layout; "
+                f"{unknown} cannot be set (options are time_input, num_timesteps, time_proj, act, post_act; "
+                "the sinusoid: convention=)"
             )
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"state_dict must be a mapping of names to tensors, got {type(state_dict).__name__}")
+        if not isinstance(which, str):
+            raise TypeError(f"which must be the label of an MLP ('timestep', 'guidance' ...), got {which!r}")
         match = find_time_paths(state_dict, family=family, layout=layout, prefix=prefix)
         ours = match_state_dict(state_dict, match, which)
-        time_proj, mlp = time_path_modules(match, ours, convention, options.pop("time_proj", None))
+        acts = {k: options.pop(k) for k in ("act", "post_act") if k in options}
+        time_proj, mlp = time_path_modules(match, ours, convention, options.pop("time_proj", None), **acts)
         options.setdefault("time_input", match.layout.time_input)
         embedder = cls(mlp.linear_2.out_features, time_proj=time_proj, **options)
         embedder.time_embedding = mlp
@@ -177,68 +184,75 @@ class TimestepEmbedder(nn.Module):
         return embedder.to(dtype) if dtype.is_floating_point else embedder
 
     def config(self) -> dict:
-        """The constructor arguments, JSON-able, for :meth:`save_pretrained`."""
-        proj, mlp = self.time_proj, self.time_embedding
-        names = {cls: name for name, cls in ACTIVATIONS.items() if name != "swish"}
-        out = {
-            "emb_dim": self.emb_dim,
-            "sinusoid_dim": mlp.linear_1.in_features,
-            "time_input": self.time_input,
-            "num_timesteps": self.num_timesteps,
-            "act": names[type(mlp.act)] if mlp.act is not None else None,
-            "post_act": names[type(mlp.post_act)] if mlp.post_act is not None else None,
-            "cond_dim": mlp.cond_proj.in_features if mlp.cond_proj is not None else None,
-        }
-        if isinstance(proj, SinusoidalEmbedding):
-            sinusoid = {
-                "dim": proj.dim,
-                "pad_odd": proj.pad_odd,
-                "scale_in_input_dtype": proj.scale_in_input_dtype,
-                "num_timesteps": proj.num_timesteps,
-            }
-            return {
-                **out,
-                "convention": dataclasses.asdict(proj.convention),
-                "precise": proj.precise,
-                "sinusoid": sinusoid,
-            }
-        if isinstance(proj, FourierEmbedding):
-            fourier = {
-                "dim": proj.dim,
-                "first": proj.first,
-                "fold_2pi": proj.fold_2pi,
-                "log": proj.log,
-                "learnable": isinstance(proj.weight, nn.Parameter),
-                "in_features": proj.in_features,
-                "include_input": proj.include_input,
-            }
-            return {**out, "fourier": fourier}
-        raise ValueError(f"save_pretrained knows SinusoidalEmbedding and FourierEmbedding, not {type(proj).__name__}")
+        """The constructor arguments, JSON-able: what :meth:`save_pretrained` writes to ``config.json``
+        (see :mod:`timestep_embed.nn.pretrained`)."""
+        return embedder_config(self)
 
     def save_pretrained(self, folder: str | Path) -> Path:
-        """``folder/config.json`` (:meth:`config`, versions) and ``folder/model.safetensors``."""
+        """``folder/config.json`` (:meth:`config`, flat, with ``_class_name`` and the versions) and
+        ``folder/model.safetensors``: a folder ``huggingface_hub.PyTorchModelHubMixin`` also reads."""
         return save_pretrained(folder, type(self).__name__, self.config(), self.state_dict())
 
+    def push_to_hub(self, repo_id: str, *, private: bool | None = None, token: str | None = None) -> str:
+        """Upload the :meth:`save_pretrained` folder to the Hugging Face Hub repository ``repo_id``
+        (created if needed; needs ``huggingface_hub`` and a network); returns the commit's URL."""
+        with tempfile.TemporaryDirectory() as tmp:
+            return push_folder_to_hub(self.save_pretrained(Path(tmp) / "model"), repo_id, private=private, token=token)
+
     @classmethod
-    def from_pretrained(cls, folder: str | Path) -> TimestepEmbedder:
-        """The embedder :meth:`save_pretrained` wrote, weights loaded strictly."""
-        config, state = load_pretrained(folder, cls.__name__)
-        config = dict(config)
-        fourier, sinusoid = config.pop("fourier", None), config.pop("sinusoid", None)
-        if fourier is not None:
-            fourier = dict(fourier)
-            config["time_proj"] = FourierEmbedding(fourier.pop("dim", config["sinusoid_dim"]), **fourier)
+    def from_pretrained(
+        cls,
+        name_or_path: str | Path,
+        *,
+        subfolder: str | None = None,
+        revision: str | None = None,
+        torch_dtype: torch.dtype | str | None = None,
+        device: torch.device | str | None = None,
+        which: str = "timestep",
+    ) -> TimestepEmbedder:
+        """An embedder from a pretrained folder, or a Hugging Face Hub repository (``huggingface_hub``).
+
+        Reads the folders :meth:`save_pretrained` writes (and those of earlier versions), and diffusers
+        model folders (``config.json`` + ``diffusion_pytorch_model.safetensors``, sharded or not): their
+        time path, with what the config says that the weights do not (a UNet's ``flip_sin_to_cos``,
+        ``freq_shift``, ``act_fn``, Fourier features; the class where two share their keys).
+
+        Args:
+            name_or_path: a folder, or a Hub repository id (``owner/name``).
+            subfolder: the model's folder inside it (a pipeline's ``"unet"`` or ``"transformer"``).
+            revision: the Hub revision (branch, tag or commit).
+            torch_dtype: the dtype to cast to (``torch.bfloat16`` or ``"bfloat16"``); default: as stored.
+            device: where to put it.
+            which: in a diffusers folder, the MLP to load (``"guidance"``, ``"refiner"`` ...).
+        """
+        dtype, place = _dtype(torch_dtype), _device(device)
+        config, state = load_pretrained(name_or_path, subfolder=subfolder, revision=revision)
+        if "_diffusers_version" in config:
+            embedder = cls.from_state_dict(state, which=which, **diffusers_options(config, state))
+        elif config.get("_class_name") not in {c.__name__ for c in cls.__mro__}:  # this class or one it extends
+            raise ValueError(f"{name_or_path} holds a {config.get('_class_name')}, not a {cls.__name__}")
         else:
-            config["convention"] = Convention(**config["convention"])
-            if sinusoid is not None:
-                config["time_proj"] = SinusoidalEmbedding(
-                    sinusoid["dim"],
-                    config["convention"],
-                    precise=config.get("precise", False),
-                    num_timesteps=sinusoid["num_timesteps"],
-                    pad_odd=sinusoid["pad_odd"],
-                    scale_in_input_dtype=sinusoid["scale_in_input_dtype"],
-                )
-        embedder = cls(config.pop("emb_dim"), **config)
-        load_state_dict_checked(embedder, state, f"{folder}")
-        return embedder
+            kwargs, extras = embedder_arguments(config)
+            embedder = with_mlp(cls(**kwargs), extras)
+            load_state_dict_checked(embedder, state, f"{name_or_path}")
+        return embedder.to(device=place, dtype=dtype)
+
+
+def _dtype(torch_dtype) -> torch.dtype | None:
+    if torch_dtype is None:
+        return None
+    dtype = getattr(torch, torch_dtype, None) if isinstance(torch_dtype, str) else torch_dtype
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(
+            f"torch_dtype must be a floating torch dtype (torch.bfloat16 or 'bfloat16'), got {torch_dtype!r}"
+        )
+    return dtype
+
+
+def _device(device) -> torch.device | None:
+    if device is None:
+        return None
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must be a torch device ('cpu', 'cuda:0', torch.device), got {device!r}") from exc

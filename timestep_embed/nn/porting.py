@@ -23,11 +23,12 @@ def time_path_modules(
     ours: Mapping[str, torch.Tensor],
     convention: str | Convention | None = None,
     time_proj: nn.Module | None = None,
+    **acts: str | None,
 ) -> tuple[nn.Module, TimestepMLP]:
     """``(time_proj, time_embedding)`` for the tensors ``ours`` (our names) of a time path of ``match``.
 
     ``convention`` overrides the layout's sinusoid; ``time_proj`` replaces it altogether (a diffusers
-    Fourier UNet, whose options live in its config). Raises ValueError when the layout does not say
+    Fourier UNet, whose options live in its config); ``act`` / ``post_act`` override the layout's. Raises ValueError when the layout does not say
     which sinusoid its model uses and neither is given.
     """
     layout = match.layout
@@ -61,8 +62,8 @@ def time_path_modules(
         width,
         w1.shape[0],
         out_dim=w2.shape[0],
-        act=layout.act,
-        post_act=layout.post_act,
+        act=acts.get("act", layout.act),
+        post_act=acts.get("post_act", layout.post_act),
         cond_dim=cond.shape[1] if cond is not None else None,
         bias="time_embedding.linear_1.bias" in ours,
     )
