@@ -18,11 +18,31 @@ import torch
 
 from ..conventions import Convention
 
-__all__ = ["TimestepContract"]
+__all__ = ["TimestepContract", "over_1000", "in_model_dtype", "in_dtype_times_1000", "diffusers_sources"]
 
 
 def _identity(t: torch.Tensor) -> torch.Tensor:
     return t
+
+
+def diffusers_sources(model: str, pipeline: str) -> tuple[str, str]:
+    """The ``sources`` of a contract read from a diffusers transformer and its pipeline."""
+    return f"huggingface/diffusers: models/transformers/{model}.py", f"huggingface/diffusers: pipelines/{pipeline}.py"
+
+
+def over_1000(t: torch.Tensor) -> torch.Tensor:
+    """``timestep / 1000`` (Flux's pipelines), in t's floating dtype (an integer t in float32)."""
+    return (t if t.is_floating_point() else t.float()) / 1000
+
+
+def in_model_dtype(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``timestep.to(model dtype)`` before the sinusoid (Qwen-Image)."""
+    return t.to(dtype)
+
+
+def in_dtype_times_1000(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``timestep.to(hidden_states.dtype) * 1000`` in the model's dtype (Flux: bf16 sigma 0.99 -> 988)."""
+    return t.to(dtype) * 1000
 
 
 def _unchanged(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -51,6 +71,9 @@ class TimestepContract:
         notes: caveats, differences between ports.
         to_model: ``pipeline`` on tensors: raw scheduler values -> the model's ``timestep`` argument.
         to_sinusoid: ``inside`` on tensors: ``(timestep, model dtype) -> the sinusoid's input``.
+        pipeline_cast: where the pipeline casts the timestep to the latents' dtype: ``"before"``
+            ``to_model`` (Flux: ``t.expand(b).to(latents.dtype)``, then ``/ 1000`` in that dtype),
+            ``"after"`` it (AuraFlow: ``torch.tensor([t / 1000]).to(latents.dtype)``), or None (never).
     """
 
     name: str
@@ -72,6 +95,11 @@ class TimestepContract:
     to_sinusoid: Callable[[torch.Tensor, torch.dtype], torch.Tensor] = field(
         default=_unchanged, repr=False, compare=False
     )
+    pipeline_cast: str | None = None
+
+    def __post_init__(self):
+        if self.pipeline_cast not in (None, "before", "after"):
+            raise ValueError(f"pipeline_cast must be None, 'before' or 'after', got {self.pipeline_cast!r}")
 
     def model_range(self) -> tuple[float, float]:
         """The range of the model's ``timestep`` argument over a sampling run."""
@@ -83,9 +111,22 @@ class TimestepContract:
         ends = self.sinusoid_input(torch.tensor(self.raw_range, dtype=torch.float64), dtype)
         return float(ends.min()), float(ends.max())
 
-    def sinusoid_input(self, raw, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """The value that reaches the sinusoid for raw scheduler values ``raw`` in a model of ``dtype``."""
-        return self.to_sinusoid(self.to_model(torch.as_tensor(raw)), dtype)
+    def model_input(self, raw, latents_dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The model's ``timestep`` for raw scheduler values, the pipeline's latents in ``latents_dtype``
+        (None: the timestep stays as ``to_model`` forms it, float32 for float32 scheduler values)."""
+        raw = torch.as_tensor(raw)
+        if latents_dtype is None or self.pipeline_cast is None:
+            return self.to_model(raw)
+        if self.pipeline_cast == "before":
+            return self.to_model(raw.to(latents_dtype))
+        return self.to_model(raw).to(latents_dtype)
+
+    def sinusoid_input(
+        self, raw, dtype: torch.dtype = torch.float32, latents_dtype: torch.dtype | None = None
+    ) -> torch.Tensor:
+        """The value that reaches the sinusoid for raw scheduler values ``raw`` in a model of ``dtype``
+        (the pipeline's latents in ``latents_dtype``: see :meth:`model_input`)."""
+        return self.to_sinusoid(self.model_input(raw, latents_dtype), dtype)
 
     def describe(self) -> str:
         """The contract as a few aligned lines of text."""

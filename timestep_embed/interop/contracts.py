@@ -10,6 +10,7 @@ computes exactly what the contract says: the sinusoid's input and output, and th
 from __future__ import annotations
 
 from .contract import TimestepContract
+from .flux_like_contracts import FLUX_LIKE_CONTRACTS
 from .image_contracts import IMAGE_CONTRACTS
 from .transformer_contracts import TRANSFORMER_CONTRACTS
 from .unet_contracts import UNET_CONTRACTS, edm_vp_c_noise
@@ -18,7 +19,7 @@ from .video_contracts import VIDEO_CONTRACTS
 __all__ = ["CONTRACTS", "get_contract", "contract_for", "edm_vp_c_noise"]
 
 
-_CONTRACTS = [*UNET_CONTRACTS, *TRANSFORMER_CONTRACTS, *IMAGE_CONTRACTS, *VIDEO_CONTRACTS]
+_CONTRACTS = [*UNET_CONTRACTS, *TRANSFORMER_CONTRACTS, *IMAGE_CONTRACTS, *FLUX_LIKE_CONTRACTS, *VIDEO_CONTRACTS]
 CONTRACTS: dict[str, TimestepContract] = {c.name: c for c in _CONTRACTS}
 
 
@@ -40,6 +41,10 @@ def _sd_unet(config) -> str | None:
     if not _adm_flags(config) or config.get("time_embedding_type", "positional") != "positional":
         return None
     return "sdxl" if config.get("addition_embed_type") == "text_time" else "stable_diffusion"
+
+
+def _flux(config) -> str:
+    return "flux_dev" if config.get("guidance_embeds") else "flux_schnell"
 
 
 # diffusers class name -> contract name; a callable picks by the model's config.
@@ -70,7 +75,17 @@ _BY_CLASS = {
     "DiTTransformer2DModel": lambda config: "dit_diffusers",
     "PixArtTransformer2DModel": lambda config: "pixart",
     "SD3Transformer2DModel": lambda config: "sd3",
-    "FluxTransformer2DModel": lambda config: "flux_dev" if config.get("guidance_embeds") else "flux_schnell",
+    "SD3ControlNetModel": lambda config: "sd3",
+    "FluxTransformer2DModel": _flux,
+    "FluxControlNetModel": _flux,
+    "Flux2Transformer2DModel": lambda config: "flux2",
+    "ChromaTransformer2DModel": lambda config: "chroma",
+    "LongCatImageTransformer2DModel": lambda config: "longcat_image",
+    "OvisImageTransformer2DModel": lambda config: "ovis_image",
+    "HiDreamImageTransformer2DModel": lambda config: "hidream",
+    "CogView3PlusTransformer2DModel": lambda config: "cogview3plus",
+    "HunyuanDiT2DModel": lambda config: "hunyuan_dit",
+    "HunyuanDiT2DControlNetModel": lambda config: "hunyuan_dit",
     "WanTransformer3DModel": lambda config: "wan21",
     "WanVACETransformer3DModel": lambda config: "wan21",
     "HunyuanVideoTransformer3DModel": lambda config: "hunyuan_video",

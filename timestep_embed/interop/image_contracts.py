@@ -4,10 +4,8 @@ files it cites (what the pipeline passes as ``timestep``, what the model does wi
 
 from __future__ import annotations
 
-import torch
-
 from ..conventions import convention_from_diffusers, get_convention
-from .contract import TimestepContract
+from .contract import TimestepContract, diffusers_sources, in_model_dtype, over_1000
 
 __all__ = ["IMAGE_CONTRACTS"]
 
@@ -16,23 +14,11 @@ ADM_1000 = convention_from_diffusers(flip_sin_to_cos=True, downscale_freq_shift=
 FLOW = "the scheduler's timesteps: sigma * 1000 (FlowMatchEulerDiscreteScheduler)"
 
 
-def _over_1000(t: torch.Tensor) -> torch.Tensor:
-    return t.float() / 1000
-
-
-def _in_model_dtype(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    return t.to(dtype)
-
-
-def _source(model: str, pipeline: str) -> tuple[str, str]:
-    return f"huggingface/diffusers: models/transformers/{model}.py", f"huggingface/diffusers: pipelines/{pipeline}.py"
-
-
 IMAGE_CONTRACTS = [
     TimestepContract(
         name="qwen_image",
         family="Qwen-Image (MMDiT, rectified flow)",
-        sources=_source("transformer_qwenimage", "qwenimage/pipeline_qwenimage"),
+        sources=diffusers_sources("transformer_qwenimage", "qwenimage/pipeline_qwenimage"),
         raw=FLOW,
         raw_range=(0.0, 1000.0),
         pipeline="timestep / 1000: sigma",
@@ -43,13 +29,13 @@ IMAGE_CONTRACTS = [
         mlp="256 -> hidden -> hidden, SiLU (QwenTimestepProjEmbeddings)",
         injection="adaLN (the image and text streams' modulation per block)",
         diffusers="QwenImageTransformer2DModel",
-        to_model=_over_1000,
-        to_sinusoid=_in_model_dtype,
+        to_model=over_1000,
+        to_sinusoid=in_model_dtype,
     ),
     TimestepContract(
         name="lumina2",
         family="Lumina-Image 2.0 (Lumina2Transformer2DModel)",
-        sources=_source("transformer_lumina2", "lumina2/pipeline_lumina2"),
+        sources=diffusers_sources("transformer_lumina2", "lumina2/pipeline_lumina2"),
         raw=FLOW,
         raw_range=(0.0, 1000.0),
         pipeline="1 - t / 1000: the flow time in [0, 1], counting from noise",
@@ -64,7 +50,7 @@ IMAGE_CONTRACTS = [
     TimestepContract(
         name="sana",
         family="SANA (linear DiT, flow matching)",
-        sources=_source("sana_transformer", "sana/pipeline_sana"),
+        sources=diffusers_sources("sana_transformer", "sana/pipeline_sana"),
         raw="the scheduler's timesteps: sigma * 1000 (FlowMatchEulerDiscrete / DPM-Solver++ flow)",
         raw_range=(0.0, 1000.0),
         pipeline="t * timestep_scale (1.0 in the released configs)",
@@ -77,7 +63,7 @@ IMAGE_CONTRACTS = [
     TimestepContract(
         name="cogview4",
         family="CogView 4",
-        sources=_source("transformer_cogview4", "cogview4/pipeline_cogview4"),
+        sources=diffusers_sources("transformer_cogview4", "cogview4/pipeline_cogview4"),
         raw=FLOW,
         raw_range=(0.0, 1000.0),
         pipeline="t",
@@ -93,7 +79,7 @@ IMAGE_CONTRACTS = [
     TimestepContract(
         name="auraflow",
         family="AuraFlow",
-        sources=_source("auraflow_transformer_2d", "aura_flow/pipeline_aura_flow"),
+        sources=diffusers_sources("auraflow_transformer_2d", "aura_flow/pipeline_aura_flow"),
         raw=FLOW,
         raw_range=(0.0, 1000.0),
         pipeline="t / 1000 in the latents' dtype",
@@ -103,6 +89,6 @@ IMAGE_CONTRACTS = [
         mlp="256 -> hidden -> hidden, SiLU (time_step_proj)",
         injection="adaLN-Zero (AdaLayerNormZero in the MMDiT and DiT blocks)",
         diffusers="AuraFlowTransformer2DModel",
-        to_model=_over_1000,
+        to_model=over_1000,
     ),
 ]

@@ -102,18 +102,20 @@ def _kind_of(module: nn.Module, name: str, parent: nn.Module | None) -> str | No
 
 
 def _label(path: str) -> str:
+    """What a time-path module carries, from its name (the sinusoid's label then follows the MLP it feeds)."""
+    if "context_embedder.time_text_embed" in path or "txt_in.t_embedder" in path:
+        return "refiner"  # HunyuanVideo's text refiner (diffusers and the original)
+    leaf = path.rpartition(".")[2]
     labels = (
-        ("context_embedder.time_text_embed", "refiner"),  # HunyuanVideo's text refiner (diffusers)
-        ("txt_in.t_embedder", "refiner"),  # ... and the original's
         ("guidance", "guidance"),
         ("add_", "time ids"),
-        ("condition_proj", "size"),  # CogView's original size, target size and crop coordinates
         ("resolution", "resolution"),
+        ("aspect", "aspect ratio"),
+        ("condition_proj", "size"),  # CogView's original size, target size and crop coordinates
+        ("size_proj", "size"),  # HunyuanDiT's image meta size
+        ("pooled", "text"),  # HiDream's pooled text embedder (a TimestepEmbedding)
     )
-    for key, label in labels:
-        if key in path:
-            return label
-    return "aspect ratio" if "aspect" in path else "timestep"
+    return next((label for key, label in labels if key in leaf), "timestep")
 
 
 def _first_tensor(out) -> torch.Tensor | None:

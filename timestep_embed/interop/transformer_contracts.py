@@ -5,21 +5,11 @@ from __future__ import annotations
 import torch
 
 from ..conventions import convention_from_diffusers, get_convention
-from .contract import TimestepContract
+from .contract import TimestepContract, in_dtype_times_1000, over_1000
 
 __all__ = ["TRANSFORMER_CONTRACTS"]
 
 ADM = get_convention("adm")
-
-
-def _over_1000(t: torch.Tensor) -> torch.Tensor:
-    # Flux's pipelines: `timestep=timestep / 1000`, in float32
-    return t.float() / 1000
-
-
-def _in_dtype_times_1000(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    # Flux: `timestep = timestep.to(hidden_states.dtype) * 1000` in the model's dtype (bf16: 0.99 -> 988)
-    return t.to(dtype) * 1000
 
 
 def edm_vp_c_noise(sigma: torch.Tensor, beta_d: float = 19.9, beta_min: float = 0.1, m: int = 1000) -> torch.Tensor:
@@ -105,7 +95,7 @@ TRANSFORMER_CONTRACTS = [
         ),
         raw="the scheduler's timesteps: sigma * 1000 (FlowMatchEulerDiscrete, resolution-dependent shift)",
         raw_range=(0.0, 1000.0),
-        pipeline="timesteps / 1000: sigma again, in float32",
+        pipeline="t.expand(batch).to(latents dtype) / 1000: sigma again, in the latents' dtype",
         inside="timestep.to(model dtype) * 1000",
         formed_in="the model's dtype (bfloat16: sigma 0.99 reaches the sinusoid as 988, 0.75 as 752)",
         convention=ADM,
@@ -119,8 +109,9 @@ TRANSFORMER_CONTRACTS = [
         diffusers="FluxTransformer2DModel (guidance_embeds=True)",
         notes="the original's timestep_embedding(t, 256, time_factor=1000) forms 1000 * t in t's dtype and returns "
         "that dtype: sinusoidal_embedding(sigma, 256, 'adm', scale=1000, scale_in_input_dtype=True, dtype=t.dtype)",
-        to_model=_over_1000,
-        to_sinusoid=_in_dtype_times_1000,
+        to_model=over_1000,
+        to_sinusoid=in_dtype_times_1000,
+        pipeline_cast="before",
     ),
     TimestepContract(
         name="flux_schnell",
@@ -131,7 +122,7 @@ TRANSFORMER_CONTRACTS = [
         ),
         raw="the scheduler's timesteps: sigma * 1000 (FlowMatchEulerDiscrete, no shift)",
         raw_range=(0.0, 1000.0),
-        pipeline="timesteps / 1000",
+        pipeline="t.expand(batch).to(latents dtype) / 1000",
         inside="timestep.to(model dtype) * 1000",
         formed_in="the model's dtype",
         convention=ADM,
@@ -139,8 +130,9 @@ TRANSFORMER_CONTRACTS = [
         mlp="256 -> hidden -> hidden, SiLU; plus the pooled text projection",
         injection="adaLN (AdaLayerNormZero / AdaLayerNormZeroSingle)",
         diffusers="FluxTransformer2DModel (guidance_embeds=False)",
-        to_model=_over_1000,
-        to_sinusoid=_in_dtype_times_1000,
+        to_model=over_1000,
+        to_sinusoid=in_dtype_times_1000,
+        pipeline_cast="before",
     ),
     TimestepContract(
         name="wan21",

@@ -5,22 +5,18 @@ files it cites."""
 from __future__ import annotations
 
 from ..conventions import get_convention
-from .contract import TimestepContract
+from .contract import TimestepContract, diffusers_sources
 
 __all__ = ["VIDEO_CONTRACTS"]
 
 ADM = get_convention("adm")
 
 
-def _source(model: str, pipeline: str) -> tuple[str, str]:
-    return f"huggingface/diffusers: models/transformers/{model}.py", f"huggingface/diffusers: pipelines/{pipeline}.py"
-
-
 VIDEO_CONTRACTS = [
     TimestepContract(
         name="allegro",
         family="Allegro (3-D DiT)",
-        sources=_source("transformer_allegro", "allegro/pipeline_allegro"),
+        sources=diffusers_sources("transformer_allegro", "allegro/pipeline_allegro"),
         raw="integer step t in 0..999 (EulerAncestralDiscreteScheduler)",
         raw_range=(0, 999),
         pipeline="t",
@@ -33,7 +29,7 @@ VIDEO_CONTRACTS = [
     TimestepContract(
         name="cogvideox",
         family="CogVideoX (3-D DiT, v-prediction)",
-        sources=_source("cogvideox_transformer_3d", "cogvideo/pipeline_cogvideox"),
+        sources=diffusers_sources("cogvideox_transformer_3d", "cogvideo/pipeline_cogvideox"),
         raw="integer step t in 0..999 (CogVideoXDDIMScheduler / CogVideoXDPMScheduler)",
         raw_range=(0, 999),
         pipeline="t",
@@ -47,7 +43,7 @@ VIDEO_CONTRACTS = [
     TimestepContract(
         name="mochi",
         family="Mochi 1 (asymmetric DiT, flow matching counted from noise)",
-        sources=_source("transformer_mochi", "mochi/pipeline_mochi"),
+        sources=diffusers_sources("transformer_mochi", "mochi/pipeline_mochi"),
         raw="FlowMatchEulerDiscreteScheduler(invert_sigmas=True) timesteps: (1 - sigma) * 1000, t = 0 is noise",
         raw_range=(0.0, 1000.0),
         pipeline="t",
@@ -61,7 +57,7 @@ VIDEO_CONTRACTS = [
     TimestepContract(
         name="ltx_video",
         family="LTX-Video",
-        sources=_source("transformer_ltx", "ltx/pipeline_ltx"),
+        sources=diffusers_sources("transformer_ltx", "ltx/pipeline_ltx"),
         raw="the scheduler's timesteps: sigma * 1000 (FlowMatchEulerDiscreteScheduler)",
         raw_range=(0.0, 1000.0),
         pipeline="t",
@@ -74,7 +70,7 @@ VIDEO_CONTRACTS = [
     TimestepContract(
         name="latte",
         family="Latte (latent video DiT)",
-        sources=_source("latte_transformer_3d", "latte/pipeline_latte"),
+        sources=diffusers_sources("latte_transformer_3d", "latte/pipeline_latte"),
         raw="integer step t in 0..999 (DDIMScheduler)",
         raw_range=(0, 999),
         pipeline="t",
@@ -87,7 +83,7 @@ VIDEO_CONTRACTS = [
     TimestepContract(
         name="skyreels_v2",
         family="SkyReels-V2 (Wan's architecture, diffusion forcing)",
-        sources=_source("transformer_skyreels_v2", "skyreels_v2/pipeline_skyreels_v2"),
+        sources=diffusers_sources("transformer_skyreels_v2", "skyreels_v2/pipeline_skyreels_v2"),
         raw="the scheduler's timesteps: sigma * 1000 (UniPC / FlowMatch with shift); per frame under diffusion forcing",
         raw_range=(0.0, 1000.0),
         pipeline="t; [B, frames] per frame (SkyReelsV2DiffusionForcingPipeline)",

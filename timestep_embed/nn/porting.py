@@ -28,8 +28,8 @@ def time_path_modules(
     """``(time_proj, time_embedding)`` for the tensors ``ours`` (our names) of a time path of ``match``.
 
     ``convention`` overrides the layout's sinusoid; ``time_proj`` replaces it altogether (a diffusers
-    Fourier UNet, whose options live in its config); ``act`` / ``post_act`` override the layout's. Raises ValueError when the layout does not say
-    which sinusoid its model uses and neither is given.
+    Fourier UNet, whose options live in its config); ``act`` / ``post_act`` override the layout's.
+    Raises ValueError when the layout does not say which sinusoid its model uses and neither is given.
     """
     layout = match.layout
     w1, w2 = ours["time_embedding.linear_1.weight"], ours["time_embedding.linear_2.weight"]

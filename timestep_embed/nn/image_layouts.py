@@ -1,0 +1,91 @@
+"""The key layouts of the image transformers diffusers ports after Flux: FLUX.2 (and its original
+release), LongCat-Image, Ovis-Image, HiDream-I1, CogView 3 Plus, Hunyuan-DiT (and its original)."""
+
+from __future__ import annotations
+
+from .layouts import MLP_EMBEDDER, SEQUENTIAL, Layout, MLPKeys, text_mlp
+
+__all__ = ["IMAGE_LAYOUTS"]
+
+_DIFFUSERS = "huggingface/diffusers: models/transformers/"
+
+IMAGE_LAYOUTS = [
+    Layout(
+        "flux2",
+        "flux2",
+        _DIFFUSERS + "transformer_flux2.py (timestep.to(dtype) * 1000; no biases in the released config)",
+        (
+            MLPKeys("timestep", "time_guidance_embed.timestep_embedder."),
+            MLPKeys("guidance", "time_guidance_embed.guidance_embedder."),
+        ),
+        scale=1000.0,
+        in_model_dtype=True,
+    ),
+    Layout(
+        "flux2_original",
+        "flux2",
+        "black-forest-labs/flux2 (the keys diffusers' convert_flux2_transformer_checkpoint_to_diffusers reads)",
+        (MLPKeys("timestep", "time_in.", MLP_EMBEDDER), MLPKeys("guidance", "guidance_in.", MLP_EMBEDDER)),
+        markers=("single_stream_modulation.lin.",),
+        scale=1000.0,
+        in_model_dtype=True,
+    ),
+    Layout(
+        "longcat_image",
+        "longcat_image",
+        _DIFFUSERS + "transformer_longcat_image.py (timestep.to(dtype) * 1000)",
+        (MLPKeys("timestep", "time_embed.timestep_embedder."),),
+        markers=("single_transformer_blocks.",),
+        scale=1000.0,
+        in_model_dtype=True,
+    ),
+    Layout(
+        "ovis_image",
+        "ovis_image",
+        _DIFFUSERS + "transformer_ovis_image.py (timestep.to(dtype) * 1000)",
+        (MLPKeys("timestep", "timestep_embedder."),),
+        markers=("context_embedder_norm.weight", "single_transformer_blocks."),
+        scale=1000.0,
+        in_model_dtype=True,
+    ),
+    Layout(
+        "hidream",
+        "hidream",
+        _DIFFUSERS + "transformer_hidream_image.py",
+        (MLPKeys("timestep", "t_embedder.timestep_embedder."), text_mlp("p_embedder.pooled_embedder.")),
+    ),
+    # CogView 3 Plus keeps CogView 4's keys (integer steps where CogView 4 gets sigma * 1000): by family only
+    Layout(
+        "cogview3plus",
+        "cogview3plus",
+        _DIFFUSERS + "transformer_cogview3plus.py",
+        (
+            MLPKeys("timestep", "time_condition_embed.timestep_embedder."),
+            MLPKeys(
+                "size", "time_condition_embed.condition_embedder.", fed="sizes and crop coordinates through a sinusoid"
+            ),
+        ),
+        auto=False,
+    ),
+    Layout(
+        "hunyuan_dit",
+        "hunyuan_dit",
+        _DIFFUSERS + "hunyuan_transformer_2d.py",
+        (
+            MLPKeys("timestep", "time_extra_emb.timestep_embedder."),
+            MLPKeys("size", "time_extra_emb.extra_embedder.", fed="the pooled text, image sizes and style"),
+            text_mlp("text_embedder."),
+        ),
+    ),
+    Layout(
+        "hunyuan_dit_original",
+        "hunyuan_dit",
+        "Tencent/HunyuanDiT: hydit/modules/models.py (diffusers' scripts/convert_hunyuandit_to_diffusers.py)",
+        (
+            MLPKeys("timestep", "t_embedder.mlp.", SEQUENTIAL),
+            MLPKeys("size", "extra_embedder.", SEQUENTIAL, fed="the pooled text, image sizes and style"),
+            text_mlp("mlp_t5.", SEQUENTIAL),
+        ),
+        markers=("mlp_t5.0.weight",),
+    ),
+]
