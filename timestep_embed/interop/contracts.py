@@ -10,6 +10,7 @@ computes exactly what the contract says: the sinusoid's input and output, and th
 from __future__ import annotations
 
 from .contract import TimestepContract
+from .derived_contracts import DERIVED_CONTRACTS
 from .flux_like_contracts import FLUX_LIKE_CONTRACTS
 from .image_contracts import IMAGE_CONTRACTS
 from .transformer_contracts import TRANSFORMER_CONTRACTS
@@ -19,7 +20,14 @@ from .video_contracts import VIDEO_CONTRACTS
 __all__ = ["CONTRACTS", "get_contract", "contract_for", "edm_vp_c_noise"]
 
 
-_CONTRACTS = [*UNET_CONTRACTS, *TRANSFORMER_CONTRACTS, *IMAGE_CONTRACTS, *FLUX_LIKE_CONTRACTS, *VIDEO_CONTRACTS]
+_CONTRACTS = [
+    *UNET_CONTRACTS,
+    *TRANSFORMER_CONTRACTS,
+    *IMAGE_CONTRACTS,
+    *FLUX_LIKE_CONTRACTS,
+    *VIDEO_CONTRACTS,
+    *DERIVED_CONTRACTS,
+]
 CONTRACTS: dict[str, TimestepContract] = {c.name: c for c in _CONTRACTS}
 
 
@@ -88,6 +96,26 @@ _BY_CLASS = {
     "HunyuanDiT2DControlNetModel": lambda config: "hunyuan_dit",
     "WanTransformer3DModel": lambda config: "wan21",
     "WanVACETransformer3DModel": lambda config: "wan21",
+    "ChronoEditTransformer3DModel": lambda config: "wan21",
+    "WanAnimateTransformer3DModel": lambda config: "wan21",
+    "HeliosTransformer3DModel": lambda config: "helios",
+    "JoyImageEditTransformer3DModel": lambda config: "joyimage",
+    "JoyImageEditPlusTransformer3DModel": lambda config: "joyimage",
+    "AnyFlowTransformer3DModel": lambda config: "anyflow",
+    "AnyFlowFARTransformer3DModel": lambda config: "anyflow",
+    "ConsisIDTransformer3DModel": lambda config: "cogvideox" if _adm_flags(config) else None,
+    "HunyuanVideoFramepackTransformer3DModel": lambda config: "hunyuan_video",
+    "HunyuanVideo15Transformer3DModel": lambda config: "hunyuan_video15",
+    "LTX2VideoTransformer3DModel": lambda config: "ltx2",
+    "SanaVideoTransformer3DModel": lambda config: "sana_video",
+    "LuminaNextDiT2DModel": lambda config: "lumina_next",
+    "MotifVideoTransformer3DModel": lambda config: "motif_video",
+    "NucleusMoEImageTransformer2DModel": lambda config: "nucleus_moe",
+    "ErnieImageTransformer2DModel": lambda config: "ernie_image",
+    "GlmImageTransformer2DModel": lambda config: "glm_image",
+    "Cosmos3OmniTransformer": lambda config: "cosmos3",
+    "EasyAnimateTransformer3DModel": lambda config: "easyanimate",
+    "MiniMaxH3Transformer3DModel": lambda config: "minimax_h3",
     "HunyuanVideoTransformer3DModel": lambda config: "hunyuan_video",
     "QwenImageTransformer2DModel": lambda config: "qwen_image",
     "Lumina2Transformer2DModel": lambda config: "lumina2",

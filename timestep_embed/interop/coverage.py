@@ -135,6 +135,11 @@ def _loaded(load, model, inputs, t, arg: str) -> str:
         handle.remove()
     with torch.no_grad():
         ours = embedder(t)
+    # the call that carries the given timesteps (Helios embeds a zero history timestep first); per-token
+    # timesteps reach the MLP flattened
+    seen = [s for s in seen if s.numel() == ours.numel()] or seen
+    if seen and ours.shape != seen[0].shape and ours.numel() == seen[0].numel():
+        ours = ours.reshape(seen[0].shape)
     if not seen or ours.shape != seen[0].shape:
         return (
             f"the model's {path} gives {tuple(seen[0].shape) if seen else 'nothing'}, the embedder {tuple(ours.shape)}"

@@ -13,14 +13,16 @@ from __future__ import annotations
 import torch
 
 from .patch import require_diffusers
+from .tiny_derived import DERIVED
 from .tiny_dits import DITS
+from .tiny_newer import NEWER
 from .tiny_spec import Tiny
 from .tiny_unets import UNETS
 from .tiny_zoo import ZOO_TRANSFORMERS, ZOO_UNETS
 
 __all__ = ["TINY", "BY_CLASS", "build", "run"]
 
-TINY: dict[str, Tiny] = {**UNETS, **DITS, **ZOO_UNETS, **ZOO_TRANSFORMERS}
+TINY: dict[str, Tiny] = {**UNETS, **DITS, **ZOO_UNETS, **ZOO_TRANSFORMERS, **DERIVED, **NEWER}
 BY_CLASS: dict[str, str] = {}
 for _name, _spec in TINY.items():
     BY_CLASS.setdefault(_spec.cls, _name)

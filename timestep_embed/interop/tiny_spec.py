@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["Tiny", "B", "randn", "FLOW", "STEPS"]
+__all__ = ["Tiny", "B", "randn", "FLOW", "STEPS", "SIGMA"]
 
 B = 2  # the batch of every tiny model
 STEPS = (3, 917)  # integer steps of a DDPM / DDIM run
 FLOW = (127.5, 981.25)  # sigma * 1000 from FlowMatchEulerDiscreteScheduler
+SIGMA = tuple(t / 1000 for t in FLOW)  # what Flux-like pipelines pass: timestep / 1000
 
 
 def randn(*shape: int) -> torch.Tensor:

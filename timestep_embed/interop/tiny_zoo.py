@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from .tiny_spec import FLOW, STEPS, B, Tiny, randn
+from .tiny_spec import FLOW, SIGMA, STEPS, B, Tiny, randn
 
 __all__ = ["ZOO_UNETS", "ZOO_TRANSFORMERS"]
 
@@ -19,7 +19,6 @@ _SD = dict(
     layers_per_block=1,
     sample_size=8,
 )
-SIGMA = tuple(t / 1000 for t in FLOW)  # flow-matching sigma in [0, 1]
 
 
 def _sd_inputs():

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .derived_layouts import DERIVED_LAYOUTS
 from .image_layouts import IMAGE_LAYOUTS
 from .layouts import KNOWN_PREFIXES, Layout, MLPKeys
 from .transformer_layouts import TRANSFORMER_LAYOUTS
@@ -31,7 +32,8 @@ __all__ = [
 ]
 
 _OURS = ("time_embedding.linear_1.", "time_embedding.linear_2.")
-LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in (*UNET_LAYOUTS, *TRANSFORMER_LAYOUTS, *IMAGE_LAYOUTS)}
+_ALL = (*UNET_LAYOUTS, *TRANSFORMER_LAYOUTS, *IMAGE_LAYOUTS, *DERIVED_LAYOUTS)
+LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in _ALL}
 
 
 def _describe(state: Mapping[str, torch.Tensor]) -> str:
