@@ -10,6 +10,7 @@ computes exactly what the contract says: the sinusoid's input and output, and th
 from __future__ import annotations
 
 from .contract import TimestepContract
+from .custom_contracts import CUSTOM_CONTRACTS
 from .derived_contracts import DERIVED_CONTRACTS
 from .flux_like_contracts import FLUX_LIKE_CONTRACTS
 from .image_contracts import IMAGE_CONTRACTS
@@ -27,6 +28,7 @@ _CONTRACTS = [
     *FLUX_LIKE_CONTRACTS,
     *VIDEO_CONTRACTS,
     *DERIVED_CONTRACTS,
+    *CUSTOM_CONTRACTS,
 ]
 CONTRACTS: dict[str, TimestepContract] = {c.name: c for c in _CONTRACTS}
 
@@ -41,6 +43,10 @@ def get_contract(name: str) -> TimestepContract:
 def _adm_flags(config) -> bool:
     """Whether a config's sinusoid is ADM's ([cos | sin], shift 0): diffusers' UNet defaults."""
     return bool(config.get("flip_sin_to_cos", True)) and config.get("freq_shift", 0) == 0
+
+
+def _adm_flags_omnigen(config) -> bool:
+    return bool(config.get("flip_sin_to_cos", True)) and config.get("downscale_freq_shift", 0) == 0
 
 
 def _sd_unet(config) -> str | None:
@@ -116,6 +122,11 @@ _BY_CLASS = {
     "Cosmos3OmniTransformer": lambda config: "cosmos3",
     "EasyAnimateTransformer3DModel": lambda config: "easyanimate",
     "MiniMaxH3Transformer3DModel": lambda config: "minimax_h3",
+    "ZImageTransformer2DModel": lambda config: "z_image" if config.get("t_scale", 1000.0) == 1000.0 else None,
+    "ZImageControlNetModel": lambda config: "z_image" if config.get("t_scale", 1000.0) == 1000.0 else None,
+    "BriaTransformer2DModel": lambda config: "bria" if config.get("time_theta", 10000) == 10000 else None,
+    "BriaFiboTransformer2DModel": lambda config: "bria_fibo" if config.get("time_theta", 10000) == 10000 else None,
+    "OmniGenTransformer2DModel": lambda config: "omnigen" if _adm_flags_omnigen(config) else None,
     "HunyuanVideoTransformer3DModel": lambda config: "hunyuan_video",
     "QwenImageTransformer2DModel": lambda config: "qwen_image",
     "Lumina2Transformer2DModel": lambda config: "lumina2",

@@ -113,6 +113,8 @@ def _main_mlp(model, embedder: TimestepEmbedder) -> str | None:
     w = embedder.time_embedding.linear_1.weight
     for path, module in model.named_modules():
         lin = getattr(module, "linear_1", None)
+        if isinstance(module, torch.nn.Sequential) and len(module):  # DiT-style: mlp.0 / mlp.2
+            lin = module[0]
         if isinstance(lin, torch.nn.Linear) and lin.weight.shape == w.shape and torch.equal(lin.weight, w):
             return path
     return None
@@ -126,7 +128,7 @@ def _loaded(load, model, inputs, t, arg: str) -> str:
         return _first_line(exc)
     path = _main_mlp(model, embedder)
     if path is None:
-        return "the loaded MLP is none of the model's TimestepEmbedding modules"
+        return "the loaded MLP is none of the model's time MLPs"
     seen: list[torch.Tensor] = []
     handle = model.get_submodule(path).register_forward_hook(lambda m, a, out: seen.append(out.detach()))
     try:

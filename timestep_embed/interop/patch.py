@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import importlib
 
+import torch
 from torch import nn
 
 from ..conventions import Convention, convention_from_diffusers, convention_to_diffusers
 from ..nn import FourierEmbedding, SinusoidalEmbedding, TimestepEmbedder, TimestepMLP
 from ..nn.checkpoints import load_state_dict_checked
+from ..sinusoidal import sinusoidal_embedding
+from .trace import is_dit_style
 
 __all__ = [
     "PATCHABLE",
@@ -79,7 +82,8 @@ def convention_from_unet_config(config) -> Convention:
 def sinusoid_from_diffusers(module, num_timesteps: int | None = None) -> SinusoidalEmbedding:
     """Our :class:`SinusoidalEmbedding` for a diffusers ``Timesteps`` module (the same numbers; with
     ``num_timesteps``, an integer-step cache of that size)."""
-    conv = convention_from_diffusers(module.flip_sin_to_cos, module.downscale_freq_shift, module.scale)
+    max_period = getattr(module, "time_theta", 10000)  # BRIA's BriaTimesteps: the max period configurable
+    conv = convention_from_diffusers(module.flip_sin_to_cos, module.downscale_freq_shift, module.scale, max_period)
     return SinusoidalEmbedding(module.num_channels, conv, num_timesteps=num_timesteps)
 
 
@@ -117,12 +121,21 @@ def mlp_from_diffusers(module) -> TimestepMLP:
     return ours.to(device=l1.weight.device, dtype=l1.weight.dtype)
 
 
+_THETA_TIMESTEPS = ("BriaTimesteps", "BriaFiboTimesteps")  # diffusers' Timesteps with time_theta as max period
+
+
+def _dit_sinusoid(t: torch.Tensor, dim: int, max_period: float = 10000) -> torch.Tensor:
+    """DiT's ``TimestepEmbedder.timestep_embedding`` (``[cos | sin]``, shift 0, float32) by our core."""
+    return sinusoidal_embedding(t.float(), dim, "adm", max_period=max_period)
+
+
 def patch_diffusers_model(model, num_timesteps: int | None = None):
     """Replace every diffusers time-path module inside ``model`` by ours, in place; returns ``model``.
 
     ``Timesteps`` -> :class:`SinusoidalEmbedding` (its flags), ``GaussianFourierProjection`` ->
     :class:`FourierEmbedding` (its weight), ``TimestepEmbedding`` -> :class:`TimestepMLP` (its weights,
-    loaded strictly), SkyReels-V2's float64 ``SkyReelsV2Timesteps`` -> the precise sinusoid.
+    loaded strictly), SkyReels-V2's float64 ``SkyReelsV2Timesteps`` -> the precise sinusoid, the
+    static sinusoid of a DiT-style ``TimestepEmbedder`` (Z-Image) -> ours.
     The outputs stay the same for integer, fractional, batched and scalar timesteps
     (and per-token ones where the model takes them); the state-dict keys do not change, so
     ``save_pretrained`` still writes a checkpoint that an unpatched model loads.
@@ -145,7 +158,7 @@ def patch_diffusers_model(model, num_timesteps: int | None = None):
         num_timesteps = model.config.get("num_train_timesteps") or 1000
     replaced = 0
     for name, module in list(model.named_modules()):
-        if isinstance(module, emb.Timesteps):
+        if isinstance(module, emb.Timesteps) or type(module).__name__ in _THETA_TIMESTEPS:
             new: nn.Module = sinusoid_from_diffusers(module, num_timesteps)
         elif isinstance(module, emb.GaussianFourierProjection):
             new = fourier_from_diffusers(module)
@@ -154,6 +167,13 @@ def patch_diffusers_model(model, num_timesteps: int | None = None):
         elif type(module).__name__ == "SkyReelsV2Timesteps":  # get_1d_sincos_pos_embed_from_grid in float64
             first = "cos" if module.flip_sin_to_cos else "sin"
             new = SinusoidalEmbedding(module.num_channels, Convention("concat", first, 0.0), precise=True)
+        elif is_dit_style(module) and not getattr(module, "_timestep_embed_patched", False):
+            # DiT's TimestepEmbedder as Z-Image copies it: its static sinusoid gives way to ours (the
+            # mlp stays, its keys are the checkpoint's)
+            module.timestep_embedding = _dit_sinusoid
+            module._timestep_embed_patched = True
+            replaced += 1
+            continue
         else:
             continue
         parent, _, child = name.rpartition(".")

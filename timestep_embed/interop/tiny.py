@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from .patch import require_diffusers
+from .tiny_custom import CUSTOM
 from .tiny_derived import DERIVED
 from .tiny_dits import DITS
 from .tiny_newer import NEWER
@@ -22,7 +23,7 @@ from .tiny_zoo import ZOO_TRANSFORMERS, ZOO_UNETS
 
 __all__ = ["TINY", "BY_CLASS", "build", "run"]
 
-TINY: dict[str, Tiny] = {**UNETS, **DITS, **ZOO_UNETS, **ZOO_TRANSFORMERS, **DERIVED, **NEWER}
+TINY: dict[str, Tiny] = {**UNETS, **DITS, **ZOO_UNETS, **ZOO_TRANSFORMERS, **DERIVED, **NEWER, **CUSTOM}
 BY_CLASS: dict[str, str] = {}
 for _name, _spec in TINY.items():
     BY_CLASS.setdefault(_spec.cls, _name)

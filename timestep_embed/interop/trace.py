@@ -29,7 +29,8 @@ from .stage import STAGE_KINDS, Stage
 
 __all__ = ["Stage", "TimePathTrace", "trace_time_path", "trace_stages", "STAGE_KINDS"]
 
-_SINUSOIDS = ("Timesteps", "GaussianFourierProjection", "SkyReelsV2Timesteps")  # diffusers' class names
+# diffusers' class names
+_SINUSOIDS = ("Timesteps", "GaussianFourierProjection", "SkyReelsV2Timesteps", "BriaTimesteps", "BriaFiboTimesteps")
 _MLPS = ("TimestepEmbedding",)
 # The blocks' own projections of emb: diffusers ResnetBlock2D, ours, ResidualTemporalBlock1D, Wan.
 _MODULATION_LINEARS = ("time_emb_proj", "emb_proj", "time_emb", "time_proj")
@@ -87,8 +88,20 @@ class TimePathTrace:
 
 
 # ------------------------------------------------------------------------------------ recording
+def is_dit_style(module: nn.Module) -> bool:
+    """DiT's ``TimestepEmbedder`` as its ports copy it (Z-Image, BRIA-FIBO 2): the sinusoid is the
+    static ``timestep_embedding(t, dim)``, the MLP the ``nn.Sequential`` ``mlp`` it feeds."""
+    return callable(getattr(module, "timestep_embedding", None)) and isinstance(
+        getattr(module, "mlp", None), nn.Sequential
+    )
+
+
 def _kind_of(module: nn.Module, name: str, parent: nn.Module | None) -> str | None:
     cls = type(module).__name__
+    if is_dit_style(module):
+        return "dit embedder"
+    if parent is not None and is_dit_style(parent) and name.rpartition(".")[2] == "mlp":
+        return "dit mlp"
     if isinstance(module, (SinusoidalEmbedding, FourierEmbedding)) or cls in _SINUSOIDS:
         return "sinusoid"
     if isinstance(module, TimestepMLP) or cls in _MLPS:
@@ -147,8 +160,22 @@ def _record(model: nn.Module, run: Callable[[], object]) -> list[Stage]:
     stages: list[Stage] = []
     pending: list[int] = []  # sinusoid calls whose label waits for the MLP that consumes them
 
+    def pre_hook(path: str):  # a DiT-style embedder's input reaches its inline sinusoid
+        def fn(module, args):
+            arg = args[0] if args else None
+            if isinstance(arg, torch.Tensor):
+                t = arg.detach().clone()
+                stages.append(Stage("sinusoid input", _label(path), path, t, t.double(), 1.0))
+
+        return fn
+
     def hook(kind: str, path: str):
         def fn(module, args, out):
+            if kind == "dit mlp":  # in: the sinusoid; out: the time embedding
+                owner = path.rpartition(".")[0]
+                stages.append(Stage("sinusoid", _label(owner), owner, args[0].detach().clone()))
+                stages.append(Stage("time embedding", _label(owner), path, out.detach().clone()))
+                return
             value = out.detach().clone() if isinstance(out, torch.Tensor) else None
             if kind == "sinusoid":
                 arg = args[0] if args else None
@@ -169,10 +196,13 @@ def _record(model: nn.Module, run: Callable[[], object]) -> list[Stage]:
         return fn
 
     modules = dict(model.named_modules())
+    kinds = {name: _kind_of(module, name, modules.get(name.rpartition(".")[0])) for name, module in modules.items()}
     handles = [
-        module.register_forward_hook(hook(kind, name))
-        for name, module in modules.items()
-        if (kind := _kind_of(module, name, modules.get(name.rpartition(".")[0]))) is not None
+        modules[name].register_forward_pre_hook(pre_hook(name))
+        if kind == "dit embedder"
+        else modules[name].register_forward_hook(hook(kind, name))
+        for name, kind in kinds.items()
+        if kind is not None
     ]
     try:
         with torch.no_grad():

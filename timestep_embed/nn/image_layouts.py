@@ -1,5 +1,6 @@
 """The key layouts of the image transformers diffusers ports after Flux: FLUX.2 (and its original
-release), LongCat-Image, Ovis-Image, HiDream-I1, CogView 3 Plus, Hunyuan-DiT (and its original)."""
+release), LongCat-Image, Ovis-Image, HiDream-I1, CogView 3 Plus, Hunyuan-DiT (and its original),
+Z-Image, BRIA 3.2, BRIA-FIBO, OmniGen."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ IMAGE_LAYOUTS = [
         scale=1000.0,
         in_model_dtype=True,
     ),
+    # LongCat-Image and BRIA 3.2 have the same keys (the model gets sigma in one, sigma * 1000 in the other):
+    # a state dict alone is ambiguous, a folder's config.json names the class
     Layout(
         "longcat_image",
         "longcat_image",
@@ -87,5 +90,37 @@ IMAGE_LAYOUTS = [
             text_mlp("mlp_t5.", SEQUENTIAL),
         ),
         markers=("mlp_t5.0.weight",),
+    ),
+    Layout(
+        "bria",
+        "bria",
+        _DIFFUSERS + "transformer_bria.py (timestep.to(dtype); BriaTimesteps, max_period = time_theta)",
+        (MLPKeys("timestep", "time_embed.timestep_embedder."),),
+        markers=("single_transformer_blocks.",),
+        in_model_dtype=True,
+    ),
+    Layout(
+        "bria_fibo",
+        "bria_fibo",
+        _DIFFUSERS + "transformer_bria_fibo.py (timestep.to(dtype); BriaFiboTimesteps)",
+        (MLPKeys("timestep", "time_embed.timestep_embedder."),),
+        markers=("single_transformer_blocks.", "caption_projection.0.linear."),
+        in_model_dtype=True,
+    ),
+    Layout(
+        "z_image",
+        "z_image",
+        _DIFFUSERS + "transformer_z_image.py (DiT's TimestepEmbedder fed t * t_scale, 1000)",
+        (MLPKeys("timestep", "t_embedder.mlp.", SEQUENTIAL),),
+        markers=("cap_embedder.", "all_x_embedder."),
+        scale=1000.0,
+        scale_first=True,
+    ),
+    Layout(
+        "omnigen",
+        "omnigen",
+        _DIFFUSERS + "transformer_omnigen.py",
+        (MLPKeys("timestep", "t_embedder."), MLPKeys("time token", "time_token.")),
+        markers=("time_token.linear_1.", "patch_embedding.input_image_proj."),
     ),
 ]
