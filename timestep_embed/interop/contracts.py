@@ -122,6 +122,16 @@ _BY_CLASS = {
     "Cosmos3OmniTransformer": lambda config: "cosmos3",
     "EasyAnimateTransformer3DModel": lambda config: "easyanimate",
     "MiniMaxH3Transformer3DModel": lambda config: "minimax_h3",
+    "HunyuanImageTransformer2DModel": lambda config: "hunyuan_image",
+    "ControlNetUnionModel": _sd_unet,
+    "PriorTransformer": lambda config: "unclip_prior",
+    "I2VGenXLUNet": lambda config: "i2vgen_xl",
+    # the legacy Transformer2DModel: DiT's adaLN-Zero (CombinedTimestepLabelEmbeddings) or PixArt's adaLN-single
+    "Transformer2DModel": lambda config: {"ada_norm_zero": "dit_diffusers", "ada_norm_single": "pixart"}.get(
+        config.get("norm_type")
+    ),
+    "QwenImageControlNetModel": lambda config: "qwen_image",
+    "SanaControlNetModel": lambda config: "sana" if config.get("timestep_scale", 1.0) == 1.0 else None,
     "ZImageTransformer2DModel": lambda config: "z_image" if config.get("t_scale", 1000.0) == 1000.0 else None,
     "ZImageControlNetModel": lambda config: "z_image" if config.get("t_scale", 1000.0) == 1000.0 else None,
     "BriaTransformer2DModel": lambda config: "bria" if config.get("time_theta", 10000) == 10000 else None,

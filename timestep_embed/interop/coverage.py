@@ -27,6 +27,7 @@ import torch
 
 from ..nn import TimestepEmbedder
 from .contracts import contract_for
+from .coverage_reasons import LIMITS, NOT_BUILT
 from .patch import convention_from_unet_config, patch_diffusers_model, require_diffusers
 from .tiny import BY_CLASS, TINY, build, run
 from .trace import trace_time_path
@@ -35,8 +36,6 @@ __all__ = ["CoverageRow", "time_classes", "check_class", "coverage", "coverage_t
 
 TIME_ARGUMENTS = ("timestep", "timesteps", "t", "timestep_ratio", "decoder_noise_time", "noise_level", "sigma")
 CHECKS = ("contract", "patch", "trace", "from_state_dict")
-# Classes with a time argument whose tiny model is not built here, and why.
-NOT_BUILT: dict[str, str] = {}
 
 
 @dataclass
@@ -181,11 +180,13 @@ def check_class(name: str, arguments: tuple[str, ...] = ()) -> CoverageRow:
         reason = NOT_BUILT.get(name, "no tiny configuration in timestep_embed.interop.tiny")
         return CoverageRow(name, arguments, dict.fromkeys(CHECKS, reason))
     spec = TINY[BY_CLASS[name]]
+    limits = LIMITS.get(name, {})
     try:
         model, inputs, t = build(BY_CLASS[name])
         run(model, inputs, t, spec.timestep_arg)
     except Exception as exc:  # a config that no longer builds with this diffusers version
-        return CoverageRow(name, arguments, dict.fromkeys(CHECKS, f"the tiny model does not run: {_first_line(exc)}"))
+        failed = f"the tiny model does not run: {_first_line(exc)}"
+        return CoverageRow(name, arguments, {c: limits.get(c, failed) for c in CHECKS})
     trace = trace_time_path(model, t, inputs, timestep_arg=spec.timestep_arg)
     results = {
         "contract": _contract(model, trace),
@@ -193,6 +194,9 @@ def check_class(name: str, arguments: tuple[str, ...] = ()) -> CoverageRow:
         "trace": _trace(trace),
         "from_state_dict": _from_state_dict(model, inputs, t, spec.timestep_arg),
     }
+    for check, reason in limits.items():  # the known cause in place of the symptom (none where the check passes)
+        if not results[check].startswith("ok"):
+            results[check] = reason
     return CoverageRow(name, arguments, results)
 
 

@@ -1,7 +1,8 @@
 """The timestep contracts of the diffusers transformers whose time path has modules of their own:
 Z-Image (DiT's ``TimestepEmbedder``, copied), BRIA 3.2 and BRIA-FIBO (``BriaTimesteps``: diffusers'
-sinusoid with a configurable period), OmniGen (two MLPs on one sinusoid). Each is read from the
-diffusers model and pipeline files it cites."""
+sinusoid with a configurable period), OmniGen (two MLPs on one sinusoid); and two UNet-era models,
+Kandinsky's / unCLIP's prior and I2VGen-XL (whose frame rate goes through the timestep's sinusoid).
+Each is read from the diffusers model and pipeline files it cites."""
 
 from __future__ import annotations
 
@@ -93,5 +94,38 @@ CUSTOM_CONTRACTS = [
         extra=("time token: the same sinusoid through its own MLP (time_token), prepended as a token",),
         diffusers="OmniGenTransformer2DModel",
         notes="the sinusoid is fed t in [0, 1] as it is (scale 1)",
+    ),
+    TimestepContract(
+        name="unclip_prior",
+        family="the unCLIP / Kandinsky 2.x prior (PriorTransformer)",
+        sources=(
+            "huggingface/diffusers: models/transformers/prior_transformer.py",
+            "huggingface/diffusers: pipelines/kandinsky/pipeline_kandinsky_prior.py",
+        ),
+        raw="integer step t in 0..999 (UnCLIPScheduler)",
+        raw_range=(0, 999),
+        pipeline="t",
+        convention=ADM,
+        sinusoid_dim=None,
+        mlp="inner_dim -> time_embed_dim -> inner_dim, SiLU (time_embedding)",
+        injection="a token: the time embedding joins the sequence the transformer reads",
+        diffusers="PriorTransformer",
+    ),
+    TimestepContract(
+        name="i2vgen_xl",
+        family="I2VGen-XL (image-to-video UNet)",
+        sources=(
+            "huggingface/diffusers: models/unets/unet_i2vgen_xl.py",
+            "huggingface/diffusers: pipelines/deprecated/i2vgen_xl/pipeline_i2vgen_xl.py",
+        ),
+        raw="integer step t in 0..999 (DDIMScheduler)",
+        raw_range=(0, 999),
+        pipeline="t",
+        convention=ADM,
+        sinusoid_dim=None,
+        mlp="block_out_channels[0] -> 4 x that -> same, SiLU (time_embedding)",
+        injection="scale-shift in every ResNet block, as Stable Diffusion's UNet",
+        extra=("the frame rate: fps through the same sinusoid (time_proj) and its own MLP (fps_embedding), added",),
+        diffusers="I2VGenXLUNet",
     ),
 ]

@@ -1,7 +1,7 @@
 """The timestep contracts of the diffusers transformers built after 2024 whose time path is a plain
 ``Timesteps`` + ``TimestepEmbedding`` (many on Wan's, HunyuanVideo's or SANA's): Helios, JoyImage,
 AnyFlow, HunyuanVideo 1.5, LTX-2, SANA-Video, Lumina-Next, Motif-Video, NucleusMoE-Image, ERNIE-Image,
-GLM-Image, Cosmos 3 Omni, EasyAnimate, MiniMax-H3. Each is read from the diffusers model and pipeline
+GLM-Image, Cosmos 3 Omni, EasyAnimate, MiniMax-H3, HunyuanImage 2.1. Each is read from the diffusers model and pipeline
 files it cites; ChronoEdit and Wan-Animate use :data:`wan21`'s, ConsisID CogVideoX's and
 HunyuanVideo-Framepack HunyuanVideo's (the same pipeline arithmetic)."""
 
@@ -210,5 +210,23 @@ DERIVED_CONTRACTS = [
         injection="adaLN per modality and timestep (adaln_indices)",
         notes="the sinusoid is fed t in [0, 1] as it is (scale 1)",
         diffusers="MiniMaxH3Transformer3DModel",
+    ),
+    _contract(
+        "hunyuan_image",
+        "HunyuanImage 2.1",
+        "transformer_hunyuanimage",
+        "hunyuan_image/pipeline_hunyuanimage",
+        raw="the scheduler's timesteps: sigma * 1000 (FlowMatchEulerDiscreteScheduler, shift)",
+        pipeline="t.expand(batch).to(latents dtype)",
+        formed_in="the latents' dtype",
+        mlp="256 -> hidden -> hidden, SiLU (HunyuanImageCombinedTimeGuidanceEmbedding)",
+        injection="adaLN (AdaLayerNormZero in the double and single blocks)",
+        extra=(
+            "the text refiner: the same timestep through its own sinusoid and MLP",
+            "meanflow (use_meanflow): the next timestep r through its own MLP, averaged with t's",
+            "distilled guidance (guidance_embeds): through the same sinusoid and its own MLP, added",
+        ),
+        diffusers="HunyuanImageTransformer2DModel",
+        pipeline_cast="before",
     ),
 ]

@@ -16,6 +16,7 @@ from .patch import require_diffusers
 from .tiny_custom import CUSTOM
 from .tiny_derived import DERIVED
 from .tiny_dits import DITS
+from .tiny_more import MORE
 from .tiny_newer import NEWER
 from .tiny_spec import Tiny
 from .tiny_unets import UNETS
@@ -23,7 +24,7 @@ from .tiny_zoo import ZOO_TRANSFORMERS, ZOO_UNETS
 
 __all__ = ["TINY", "BY_CLASS", "build", "run"]
 
-TINY: dict[str, Tiny] = {**UNETS, **DITS, **ZOO_UNETS, **ZOO_TRANSFORMERS, **DERIVED, **NEWER, **CUSTOM}
+TINY: dict[str, Tiny] = {**UNETS, **DITS, **ZOO_UNETS, **ZOO_TRANSFORMERS, **DERIVED, **NEWER, **CUSTOM, **MORE}
 BY_CLASS: dict[str, str] = {}
 for _name, _spec in TINY.items():
     BY_CLASS.setdefault(_spec.cls, _name)

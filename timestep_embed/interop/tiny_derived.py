@@ -345,4 +345,67 @@ DERIVED = {
         lambda: {"hidden_states": randn(2, 16, 2, 16, 16), "encoder_hidden_states": randn(2, 12, 16)},
         FLOW,
     ),
+    # per frame: the chunks' timesteps (the pipeline repeats t over each chunk's frames)
+    "AnyFlowFARTransformer3DModel": Tiny(
+        "AnyFlowFARTransformer3DModel",
+        dict(
+            patch_size=[1, 2, 2],
+            compressed_patch_size=[1, 4, 4],
+            full_chunk_limit=3,
+            num_attention_heads=2,
+            attention_head_dim=12,
+            in_channels=4,
+            out_channels=4,
+            text_dim=16,
+            freq_dim=256,
+            ffn_dim=32,
+            num_layers=2,
+            cross_attn_norm=True,
+            rope_max_seq_len=32,
+            gate_value=0.25,
+            deltatime_type="r",
+        ),
+        lambda: {
+            "hidden_states": randn(1, 4, 4, 16, 16),
+            "r_timestep": torch.tensor([[250.0, 250.0, 250.0, 250.0]]),
+            "encoder_hidden_states": randn(1, 12, 16),
+            "chunk_partition": [2, 2],
+        },
+        ((981.25, 981.25, 127.5, 127.5),),
+    ),
+    # the reference pass (kv_cache_mode="extract"), the one that runs from inputs alone
+    "WanAnimate2Transformer3DModel": Tiny(
+        "WanAnimate2Transformer3DModel",
+        dict(
+            patch_size=[1, 2, 2],
+            text_len=16,
+            in_dim=36,
+            dim=128,
+            ffn_dim=256,
+            freq_dim=64,
+            text_dim=32,
+            out_dim=16,
+            num_heads=4,
+            num_layers=2,
+            cross_attn_norm=True,
+            use_img_emb=True,
+        ),
+        lambda: {
+            "hidden_states": [randn(16, 2, 4, 4)],
+            "encoder_hidden_states": [randn(8, 32)],
+            "condition_latents": [randn(20, 2, 4, 4)],
+            "encoder_hidden_states_image": randn(1, 4, 1280),
+            "kv_cache": _kv_cache(2),
+            "kv_cache_mode": "extract",
+            "seq_len": 8,
+            "offset_grid_sizes": torch.tensor([[2, 2, 2]]),
+        },
+        (FLOW[1],),
+    ),
 }
+
+
+def _kv_cache(layers: int):
+    from diffusers.models.transformers.transformer_wan_animate_2 import WanAnimate2KVCache
+
+    return WanAnimate2KVCache(layers)

@@ -1,6 +1,6 @@
 """The key layouts of the diffusers transformers built on Wan's, HunyuanVideo's and LTX's time paths
 and of the newer ones with their own names: AnyFlow, Helios, JoyImage, HunyuanVideo 1.5, LTX-2,
-Motif-Video, ERNIE-Image, Cosmos 3 Omni, MiniMax-H3. Where a model keeps a parent's keys and its
+Motif-Video, ERNIE-Image, Cosmos 3 Omni, MiniMax-H3, HunyuanImage 2.1. Where a model keeps a parent's keys and its
 time path (ChronoEdit, Wan-Animate: Wan's; Framepack: HunyuanVideo's), the
 parent's layout loads it; Lumina-Next, SANA-Video, GLM-Image and NucleusMoE-Image, whose keys are
 Lumina 2's, SANA's, CogView 4's and Qwen-Image's, are told apart by their other modules."""
@@ -130,5 +130,17 @@ DERIVED_LAYOUTS = [
         scale=1000.0,
         in_model_dtype=True,
         scale_first=False,
+    ),
+    Layout(
+        "hunyuan_image",
+        "hunyuan_image",
+        _DIFFUSERS + "transformer_hunyuanimage.py",
+        (
+            MLPKeys("timestep", "time_guidance_embed.timestep_embedder."),
+            MLPKeys("guidance", "time_guidance_embed.guidance_embedder."),
+            MLPKeys("meanflow", "time_guidance_embed.timestep_embedder_r."),
+            MLPKeys("refiner", "context_embedder.time_text_embed.timestep_embedder."),
+        ),
+        markers=("context_embedder.time_text_embed.",),
     ),
 ]

@@ -19,6 +19,7 @@ IMAGE_LAYOUTS = [
             MLPKeys("timestep", "time_guidance_embed.timestep_embedder."),
             MLPKeys("guidance", "time_guidance_embed.guidance_embedder."),
         ),
+        markers=("double_stream_modulation_img.",),
         scale=1000.0,
         in_model_dtype=True,
     ),

@@ -150,4 +150,18 @@ UNET_LAYOUTS = [
         (MLPKeys("timestep", "base_time_embedding."),),
         convention=None,
     ),
+    Layout(
+        "i2vgen_xl",
+        "i2vgen_xl",
+        "huggingface/diffusers: models/unets/unet_i2vgen_xl.py (Timesteps(block_out_channels[0], True, 0))",
+        (MLPKeys("timestep", "time_embedding."), MLPKeys("fps", "fps_embedding.", ("0", "2"))),
+        markers=("fps_embedding.",),
+    ),
+    Layout(
+        "unclip_prior",
+        "unclip_prior",
+        "huggingface/diffusers: models/transformers/prior_transformer.py (Timesteps(inner_dim, True, 0))",
+        (MLPKeys("timestep", "time_embedding."),),
+        markers=("proj_to_clip_embeddings.", "embedding_proj."),
+    ),
 ]
