@@ -33,7 +33,7 @@ def flag_stages(stages: list[Stage], contract: TimestepContract | None) -> list[
     # the call that carries the given timestep (Helios embeds a zero history timestep first)
     timestep_inputs = [s for s in inputs if s.label == "timestep"]
     same_size = [s for s in timestep_inputs if given is not None and s.value.numel() == given.numel()]
-    main = (same_size or timestep_inputs or [None])[0]
+    main = next(iter(same_size or timestep_inputs), None)
     if main is not None and given is not None and contract is not None:
         expected = contract.to_sinusoid(given, main.value.dtype if main.value.is_floating_point() else torch.float32)
         if expected.shape == main.value.shape and not torch.equal(expected.to(main.value.dtype), main.value):

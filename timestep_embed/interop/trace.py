@@ -49,6 +49,15 @@ class TimePathTrace:
         """The stages of ``kind`` carrying ``label``, in call order."""
         return [s for s in self.stages if s.kind == kind and s.label == label]
 
+    def precision(self, dtype: torch.dtype = torch.bfloat16, **options):
+        """The precision of this model's time path in ``dtype`` over its family's real sampling run
+        (:func:`~timestep_embed.interop.precision.schedule_precision` of the trace's contract)."""
+        if self.contract is None:
+            raise ValueError(f"this trace of {self.model} has no contract: pass contract= to trace_time_path")
+        from .precision import schedule_precision
+
+        return schedule_precision(self.contract, dtype, **options)
+
     def to_dict(self) -> dict:
         return {
             "model": self.model,
