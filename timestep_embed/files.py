@@ -133,6 +133,8 @@ def save_pretrained(folder: str | os.PathLike, kind: str, config: dict, state_di
     reserved = sorted(k for k in config if k in ("_class_name", "_timestep_embed"))
     if reserved:
         raise ValueError(f"config: {reserved} are written by save_pretrained itself")
+    if not isinstance(folder, (str, os.PathLike)):
+        raise TypeError(f"folder must be a path (str or os.PathLike), got {type(folder).__name__}")
     folder = Path(folder)
     tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state_dict.items()}
     weights = safetensors_torch().save(tensors, metadata={"format": "pt"})

@@ -293,3 +293,19 @@ def test_scalar_timesteps_broadcast_to_the_batch():
     cond = torch.zeros(3, 4)
     assert embedder(torch.tensor(7), cond).shape == (3, 32)
     assert embedder(7).shape == (32,)  # no batch given: the embedding of one step
+
+
+def test_wrong_arguments_are_refused_naming_them(tmp_path):
+    """What torch or the standard library would raise deep inside is raised first, naming the argument."""
+    from timestep_embed.nn import find_time_paths, to_layout
+
+    with pytest.raises(TypeError, match="state_dict must be a mapping"):
+        find_time_paths([1, 2])
+    with pytest.raises(TypeError, match=r"state_dict\['time_embedding.linear_1.weight'\] must be a tensor"):
+        TimestepEmbedder.from_state_dict({"time_embedding.linear_1.weight": 3})
+    with pytest.raises(TypeError, match="state_dict must be a mapping"):
+        to_layout([1], "sd3")
+    with pytest.raises(TypeError, match="prefix must be a string"):
+        to_layout(TimestepEmbedder(32).state_dict(), "sd3", prefix=3)
+    with pytest.raises(TypeError, match="folder must be a path"):
+        TimestepEmbedder(32).save_pretrained(3)

@@ -247,6 +247,12 @@ def trace_time_path(
             one of a diffusers model's class (:func:`contract_for`); None checks without one.
         timestep_arg: the keyword the timestep is passed as, with ``inputs`` (``"t"`` for the DDPM UNet).
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module (a diffusers model or one of ours), got {type(model).__name__}")
+    if inputs is not None and not isinstance(inputs, Mapping):
+        raise TypeError(f"inputs must be a mapping of the model's keyword arguments, got {type(inputs).__name__}")
+    if not isinstance(timestep_arg, str) or not timestep_arg.isidentifier():
+        raise TypeError(f"timestep_arg must be the keyword the timestep is passed as (a name), got {timestep_arg!r}")
     t = as_tensor(timesteps)
     if inputs is None:
         stages = _record(model, lambda: model(t))

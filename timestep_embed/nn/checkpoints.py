@@ -137,6 +137,15 @@ def _fits(layout: Layout, keys: list[str], prefix: str) -> bool:
     )
 
 
+def check_state_dict(state_dict, name: str = "state_dict") -> None:
+    """Raise TypeError unless ``state_dict`` maps string keys to tensors (naming the first bad entry)."""
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(f"{name} must be a mapping of names to tensors, got {type(state_dict).__name__}")
+    for key, value in state_dict.items():
+        if not isinstance(key, str) or not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name}[{key!r}] must be a tensor under a string key, got {type(value).__name__}")
+
+
 def find_time_paths(
     state_dict: Mapping[str, torch.Tensor],
     *,
@@ -161,6 +170,7 @@ def find_time_paths(
         ValueError: nothing fits (listing the layouts tried and the keys that came closest), or
             several layouts fit equally well (listing them: pass ``family=`` or ``layout=``).
     """
+    check_state_dict(state_dict)
     if layout != "auto" and layout not in LAYOUTS:
         raise ValueError(f"layout must be 'auto' or one of {sorted(LAYOUTS)}, got {layout!r}")
     families = {lay.family for lay in LAYOUTS.values() if lay.family is not None}
@@ -246,8 +256,11 @@ def _time_labels(match: LayoutMatch) -> list[str]:
 def to_layout(state_dict: Mapping[str, torch.Tensor], layout: str, prefix: str = "") -> dict[str, torch.Tensor]:
     """The reverse of :func:`embedder_state_dict`: our embedder's keys renamed into ``layout`` (its
     main MLP; block 0's copy for per-block layouts; the Fourier weight under the layout's key)."""
+    check_state_dict(state_dict)
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
+    if not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a string, got {type(prefix).__name__}")
     lay = LAYOUTS[layout]
     theirs = [lay.mlps[0].key(0, w)[: -len("weight")] for w in range(2)]
     out = {}
