@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Ablation: the small MNIST DDPM trained with each time embedding, everything else equal.
 
-    python scripts/ablate_embeddings.py --quick            # ~25 min on 2 CPU cores: 12 variants x 1 seed
-    python scripts/ablate_embeddings.py --seeds 0 1 2      # full: main config, 1000 updates each (~1.5-2.5 h a seed)
+    python scripts/ablate_embeddings.py --quick            # 12 variants x 1 seed, a small budget
+    python scripts/ablate_embeddings.py --seeds 0 1 2      # full: the default config, 1000 updates each
 
 Every variant gets the same config, seed, data and number of updates (``train.steps``; a wall-clock
 budget would favour cheap embedders). Only ``UNet.time_embedder`` changes (``t [B] -> [B, emb_dim]``):
@@ -36,23 +36,18 @@ from torch import nn
 
 from timestep_embed.analysis.figures import new_figure
 from timestep_embed.conventions import Convention
-from timestep_embed.ddpm.checkpoint import RUN_CHECKPOINT, load_checkpoint, strip_prefix
-from timestep_embed.ddpm.config import load_run_config
-from timestep_embed.ddpm.data import load_mnist
-from timestep_embed.ddpm.diffusion import schedule_from_config, training_loss
-from timestep_embed.ddpm.train import run_training
-from timestep_embed.ddpm.unet import UNet
+from timestep_embed.ddpm import RunConfig, load_mnist, load_model, run_training, schedule_from_config, training_loss
 from timestep_embed.files import atomic_write_bytes, save_figure
 from timestep_embed.nn import FourierEmbedding, TimestepEmbedder, TimestepMLP, default_sinusoid_dim
 from timestep_embed.sinusoidal import sinusoidal_embedding
 
-QUICK = [  # a smaller UNet (same for every variant), 1000 updates of 32, 200 samples: ~1 min a variant
+QUICK = [  # a smaller UNet (same for every variant), 1000 updates of 32, 200 samples
     "model.channels=[32,64]", "model.emb_dim=128", "train.minutes=null", "train.steps=1000",
     "train.batch_size=32", "train.warmup_steps=50", "train.log_every=100",
     "sample.steps=50", "sample.num_samples=200", "sample.batch_size=200",
-    "diffusion.schedule=linear",  # the schedule of the recorded runs (docs/theory.md); the main job's is cosine
+    "diffusion.schedule=linear",  # the schedule of the recorded runs (docs/theory.md); the default run's is cosine
 ]  # fmt: skip
-FULL = ["train.minutes=null", "train.steps=1000"]  # the main config's model, batch and sampler; equal updates
+FULL = ["train.minutes=null", "train.steps=1000"]  # the default config's model, batch and sampler; equal updates
 BANDS = 10
 
 
@@ -160,33 +155,21 @@ def heldout_band_loss(model: nn.Module, schedule, x0: torch.Tensor, prediction: 
     return out
 
 
-def load_trained_model(run_dir: Path, config, time_embedder: nn.Module) -> nn.Module:
-    """The run's UNet with ``time_embedder`` (a fresh module of the same variant), EMA weights if saved."""
-    model = UNet(config.model, time_embedder=time_embedder)
-    tensors, _ = load_checkpoint(run_dir / RUN_CHECKPOINT)
-    expected = set(model.state_dict())
-    for prefix in ("ema.", "model.", ""):
-        state = strip_prefix(tensors, prefix)
-        if set(state) == expected:
-            model.load_state_dict(state)
-            return model.eval()
-    raise RuntimeError(f"{run_dir}: no prefix of the checkpoint matches the UNet's state dict")
-
-
 def run_variant(name: str, seed: int, args, heldout: torch.Tensor) -> dict:
-    overrides = [*(QUICK if args.quick else FULL), f"train.seed={seed}", *args.set, *VARIANT_OVERRIDES.get(name, [])]
-    config = load_run_config(args.config, overrides)
+    base = [*(QUICK if args.quick else FULL), f"train.seed={seed}"]
+    config = RunConfig.load(args.config, base).with_overrides(args.set).with_overrides(VARIANT_OVERRIDES.get(name, []))
     emb_dim, T = config.model.emb_dim, config.diffusion.num_timesteps  # noqa: N806
     run_dir = args.out / name / f"seed{seed}"
     start = time.time()
     embedder = build_variant(name, emb_dim, T, seed)
     metrics = run_training(config, run_dir, time_embedder=embedder, overwrite=True, progress=False)
-    model = load_trained_model(run_dir, config, build_variant(name, emb_dim, T, seed))
+    model, _ = load_model(run_dir, time_embedder=build_variant(name, emb_dim, T, seed))  # the EMA weights
     bands = heldout_band_loss(model, schedule_from_config(config.diffusion), heldout, config.diffusion.prediction)
     keep = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
     return {
         "variant": name,
         "seed": seed,
+        "prediction": config.diffusion.prediction,
         **keep,
         "heldout_band_loss": bands,
         "heldout_loss": float(np.mean(bands)),
@@ -208,6 +191,7 @@ def summarize(results: list[dict]) -> list[dict]:
             values = [r[col] for r in runs if isinstance(r.get(col), (int, float))]
             row[col] = (float(np.mean(values)), float(np.std(values))) if values else None
         row["bands"] = np.mean([r["heldout_band_loss"] for r in runs], axis=0).tolist()
+        row["prediction"] = runs[0].get("prediction")
         rows.append(row)
     return rows
 
@@ -224,50 +208,71 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+LOSS_NAMES = {"eps": "eps-prediction loss", "v": "v-prediction loss", "flow": "velocity loss (flow)"}
+
+
+def objective(row: dict) -> str:
+    """The training objective of a row (``diffusion.prediction``); results saved without it: the variant's."""
+    if row.get("prediction"):
+        return row["prediction"]
+    overrides = VARIANT_OVERRIDES.get(row["variant"], [])
+    return next((o.split("=", 1)[1] for o in overrides if o.startswith("diffusion.prediction=")), "eps")
+
+
 def plot(rows: list[dict], out: Path, budget: str) -> list[Path]:
-    """Two figures: held-out loss per timestep band, and the headline metrics per variant (error bars
-    only where a variant ran with two or more seeds: the spread over seeds)."""
-    fig = new_figure(9, 5.5)
-    ax = fig.subplots()
+    """Two figures: held-out loss per timestep band, one panel per objective (eps, v and flow losses are
+    different quantities: only one objective's share an axis), and the headline metrics per variant: each
+    objective's final and held-out loss in its own panel, FD (comparable across all rows) below. Error bars
+    only where a variant ran with two or more seeds: the spread over seeds."""
+    groups = {key: [r for r in rows if objective(r) == key] for key in LOSS_NAMES}
+    groups = {key: group for key, group in groups.items() if group}
+    fig = new_figure(4.6 * len(groups) + 0.8, 5.2)
     centers = (np.arange(BANDS) + 0.5) / BANDS
     markers = "osD^v<>ph*Xd"  # distinct markers: equal curves stay visible
-    for i, r in enumerate(rows):
-        ax.plot(
-            centers,
-            r["bands"],
-            marker=markers[i % len(markers)],
-            mfc="none",
-            ms=8,
-            label=f"{r['variant']} ({r['seeds']} seeds)",
-        )
-    ax.set(
-        yscale="log",
-        xlabel="timestep band (fraction of T, noisier to the right)",
-        ylabel="held-out loss (training objective, mean over the band)",
-        title=f"Held-out loss per timestep band\n{budget}",
-    )
-    ax.legend(fontsize=8, ncol=2)
-    ax.grid(alpha=0.3)
+    for ax, (key, group) in zip(np.atleast_1d(fig.subplots(1, len(groups))), groups.items(), strict=True):
+        for i, r in enumerate(group):
+            label = f"{r['variant']} ({r['seeds']} seed{'s' if r['seeds'] > 1 else ''})"
+            ax.plot(centers, r["bands"], marker=markers[i % len(markers)], mfc="none", ms=7, label=label)
+        ax.set(yscale="log", title=LOSS_NAMES[key], xlabel="timestep band (fraction of T, noisier to the right)")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.axes[0].set_ylabel("held-out loss (mean over the band)")
+    fig.suptitle(f"Held-out loss per timestep band, each panel its own objective\n{budget}", fontsize=10)
     paths = [save_figure(fig, out / "heldout_loss_by_band.png", 110)]
-    fig = new_figure(12, 5)
-    seeds = sorted({r["seeds"] for r in rows})
-    for ax, col in zip(fig.subplots(1, 3), ("final_loss", "heldout_loss", "fd"), strict=True):
-        shown = [r for r in rows if r[col] is not None]
-        spread = [r[col][1] if r["seeds"] > 1 else 0.0 for r in shown]
-        ax.bar(
-            [r["variant"] for r in shown], [r[col][0] for r in shown], yerr=spread if any(spread) else None, capsize=3
-        )
-        ax.set(title=col, ylabel=col)
-        ax.tick_params(axis="x", rotation=45)
-    bars = "error bars: std over seeds" if max(seeds) > 1 else "one seed: no error bars"
-    fig.suptitle(f"Time-embedding ablation, DDPM on MNIST ({bars})\n{budget}", fontsize=10)
+
+    fig = new_figure(max(8.0, 0.75 * len(rows) + 2), 8)
+    axes = fig.subplot_mosaic([list(groups), ["fd"] * len(groups)], width_ratios=[len(g) + 1 for g in groups.values()])
+    for key, group in groups.items():
+        x = np.arange(len(group))
+        for shift, col, label in ((-0.2, "final_loss", "final training loss"), (0.2, "heldout_loss", "held-out loss")):
+            means = [r[col][0] if r[col] else np.nan for r in group]
+            axes[key].bar(x + shift, means, 0.4, label=label, yerr=_spread(group, col), capsize=3)
+        axes[key].set_xticks(x, [r["variant"] for r in group], rotation=45, ha="right")
+        axes[key].set_title(LOSS_NAMES[key], fontsize=10)
+    axes[next(iter(groups))].legend(fontsize=8)
+    shown = [r for r in rows if r["fd"] is not None]
+    colors = {key: f"C{i + 2}" for i, key in enumerate(LOSS_NAMES)}
+    bars = axes["fd"].bar([r["variant"] for r in shown], [r["fd"][0] for r in shown], yerr=_spread(shown, "fd"),
+                          capsize=3, color=[colors[objective(r)] for r in shown])  # fmt: skip
+    firsts = {objective(r): bar for r, bar in zip(shown, bars, strict=True)}
+    axes["fd"].legend(firsts.values(), [f"trained on the {LOSS_NAMES[k]}" for k in firsts], fontsize=8)
+    axes["fd"].tick_params(axis="x", rotation=45)
+    axes["fd"].set(title="FD to held-out digits (comparable across objectives)", ylabel="Frechet distance")
+    seeds = max(r["seeds"] for r in rows)
+    note = "error bars: std over seeds" if seeds > 1 else "one seed: no error bars"
+    fig.suptitle(f"Time-embedding ablation, DDPM on MNIST ({note})\n{budget}", fontsize=10)
     paths.append(save_figure(fig, out / "ablation_metrics.png", 110))
     return paths
 
 
+def _spread(rows: list[dict], col: str) -> list[float] | None:
+    spread = [r[col][1] if r[col] and r["seeds"] > 1 else 0.0 for r in rows]
+    return spread if any(spread) else None
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help=f"small budget (<= 10 min in all): {' '.join(QUICK)}")
+    parser.add_argument("--quick", action="store_true", help=f"a small budget: {' '.join(QUICK)}")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS, metavar="NAME")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--config", default="mnist", help="run config: a shipped name (mnist, smoke) or a path")
@@ -277,7 +282,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     args.out = args.out or Path("runs/ablation_quick" if args.quick else "runs/ablation")
     args.out.mkdir(parents=True, exist_ok=True)
-    config = load_run_config(args.config, [*(QUICK if args.quick else FULL), *args.set])
+    config = RunConfig.load(args.config, QUICK if args.quick else FULL).with_overrides(args.set)
     t, m = config.train, config.model
     steps = f"train.steps={t.steps}" if t.steps else f"train.minutes={t.minutes}"
     budget = f"{steps}, batch {t.batch_size}, UNet channels {list(m.channels)}, emb_dim {m.emb_dim}"

@@ -12,7 +12,7 @@ reports median times and the ratio ours / diffusers for
 The MLP is the same nn.Linear/SiLU on both sides; where it dominates (320 -> 1280 is a
 1280 x 1280 GEMV per sample) no sinusoid can move the ratio far from 1.
 
-    python scripts/bench_modules.py                 # 320->1280 and 32->128, ~1 min
+    python scripts/bench_modules.py                 # 320->1280 and 32->128
     python scripts/bench_modules.py --sizes 320:1280 --budget 1.0
 """
 

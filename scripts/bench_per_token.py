@@ -14,7 +14,7 @@ in a fresh subprocess, started before this process allocates anything large; the
 growth of that process's peak RSS during the call (the weights and inputs are allocated before).
 Modes: ``fwd`` under no_grad (sampling), ``fwd+bwd`` (training: ``sum().backward()`` into the weights).
 
-    python scripts/bench_per_token.py                          # B=2, 32768 tokens, 16 frames; ~10 min
+    python scripts/bench_per_token.py                          # B=2, 32768 tokens, 16 frames
     python scripts/bench_per_token.py --tokens 4096 --rounds 3 # a quick look
 """
 

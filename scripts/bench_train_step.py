@@ -1,8 +1,8 @@
-"""Cost of one training step of the main job, and what AdamW's fused kernel saves of it.
+"""Cost of one training step of the default MNIST run, and what AdamW's fused kernel saves of it.
 
 Two copies of the config's UNet (the same initial weights), one with ``torch.optim.AdamW`` as it runs
 by default on CPU (a Python loop over the parameter tensors), one with the training loop's optimizer
-(:func:`timestep_embed.ddpm.state.adamw`: the fused kernel where torch has one). Timed in interleaved
+(``timestep_embed.ddpm.train.adamw``: the fused kernel where torch has one). Timed in interleaved
 rounds (timestep_embed/analysis/timing.py), median milliseconds:
 
 * ``optimizer step``: ``opt.step()`` alone, on gradients left by one backward pass;
@@ -11,7 +11,7 @@ rounds (timestep_embed/analysis/timing.py), median milliseconds:
 
 The ratio is against the per-tensor loop measured in the same run.
 
-    python scripts/bench_train_step.py                       # the main job's UNet, batch 64, ~1 min
+    python scripts/bench_train_step.py                       # the default run's UNet, batch 64
     python scripts/bench_train_step.py --set "model.channels=[64,128]" --threads 1
 """
 
@@ -22,14 +22,11 @@ import copy
 import platform
 
 import torch
+from _common import add_config_args, fail, load_config
 from torch import nn
 
 from timestep_embed.analysis.timing import interleaved_medians
-from timestep_embed.ddpm import diffusion as D
-from timestep_embed.ddpm.config import load_run_config
-from timestep_embed.ddpm.runtime import Runtime, resolve_bf16
-from timestep_embed.ddpm.state import adamw, update_ema
-from timestep_embed.ddpm.unet import UNet
+from timestep_embed.ddpm import Runtime, UNet, adamw, schedule_from_config, training_loss, update_ema
 
 
 def contenders(cfg, fused: bool):
@@ -43,14 +40,14 @@ def contenders(cfg, fused: bool):
         opt = adamw(model.parameters(), t.lr, weight_decay=t.weight_decay, betas=betas)
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=t.lr, betas=betas, weight_decay=t.weight_decay)
-    schedule, gen = D.schedule_from_config(cfg.diffusion), torch.Generator().manual_seed(t.seed)
+    schedule, gen = schedule_from_config(cfg.diffusion), torch.Generator().manual_seed(t.seed)
     x0 = torch.rand(t.batch_size, cfg.model.in_channels, cfg.model.image_size, cfg.model.image_size) * 2 - 1
-    rt = Runtime(torch.device("cpu"), bf16=resolve_bf16(t.bf16, torch.device("cpu")))  # the loop's autocast
+    rt = Runtime.create("cpu", t.bf16)  # the loop's autocast
     count = [0]
 
     def train_step():
         with rt.autocast():
-            loss = D.training_loss(
+            loss = training_loss(
                 model, x0, schedule, generator=gen, prediction=cfg.diffusion.prediction,
                 min_snr_gamma=cfg.diffusion.min_snr_gamma,
             )  # fmt: skip
@@ -67,14 +64,13 @@ def contenders(cfg, fused: bool):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="mnist", help="a shipped config name or a path")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
+    add_config_args(parser)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--budget", type=float, default=20.0, help="seconds of timing per row")
     args = parser.parse_args(argv)
     if args.threads < 1 or args.budget <= 0:
-        parser.error(f"--threads must be >= 1 and --budget > 0, got {args.threads} and {args.budget}")
-    cfg = load_run_config(args.config, args.set)
+        fail(f"--threads must be >= 1 and --budget > 0, got {args.threads} and {args.budget}")
+    cfg = load_config(args)
     torch.set_num_threads(args.threads)
     loop_opt, loop_train, _, params = contenders(cfg, fused=False)
     fused_opt, fused_train, fused, _ = contenders(cfg, fused=True)

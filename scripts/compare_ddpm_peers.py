@@ -5,7 +5,7 @@
 
 Contenders (``--contenders``):
 
-* ``ours``: ``timestep_embed.ddpm.train.run_training`` with configs/mnist.yaml (pixel-unshuffle UNet,
+* ``ours``: ``timestep_embed.ddpm.run_training`` with the default config (pixel-unshuffle UNet,
   our TimestepEmbedder and diffusion math, ancestral sampling on 100 evenly strided steps).
 * ``diffusers``: ``UNet2DModel`` (28x28 -> 14x14 -> 7x7, attention at 7x7, widths matched to our
   parameter count) + ``DDPMScheduler`` (``add_noise``; 100 ancestral ``step`` calls to sample).
@@ -17,7 +17,7 @@ Contenders (``--contenders``):
 
 Every contender runs the same loop: the same batches of the same digits, warmup and wall-clock
 cosine decay of the learning rate, grad clip, EMA with warmup, bf16 autocast where the CPU has it,
-the same automatic thread choice; 500 samples (seed 0) scored by the same evaluator.
+the same threads; 500 samples (seed 0) scored by the same evaluator.
 
 lucidrains' package is not in any extra: its dependencies pull torchvision, whose registry wheels
 replace a CPU torch with a CUDA build. Install it beside the CPU torch with
@@ -32,23 +32,17 @@ import argparse
 import copy
 import importlib
 import importlib.util
-import json
 import sys
 import time
 import types
-from pathlib import Path
 
 import torch
+from _common import add_config_args, fail, load_config, markdown_table, write_json
 
-from timestep_embed.ddpm.config import load_run_config
-from timestep_embed.ddpm.data import load_mnist
-from timestep_embed.ddpm.evaluate import evaluate_samples
+from timestep_embed.ddpm import Runtime, UNet, adamw, load_mnist, run_training, score, update_ema
 from timestep_embed.ddpm.plots import save_grid_png
-from timestep_embed.ddpm.runtime import ThreadTuner, resolve_bf16
-from timestep_embed.ddpm.state import adamw, update_ema
-from timestep_embed.ddpm.train import lr_at, run_training
-from timestep_embed.ddpm.unet import UNet
-from timestep_embed.files import atomic_write_bytes
+from timestep_embed.ddpm.train import lr_at
+from timestep_embed.progress import progress as progress_bar
 
 CONTENDERS = ("ours", "diffusers", "lucidrains", "lucidrains_cpu")
 LUCIDRAINS_HINT = (
@@ -83,23 +77,21 @@ def diffusers_unet(target_params: int):
 def train_loop(cfg, minutes: float, model, loss_fn, name: str, lr: float, betas=(0.9, 0.999), progress=True):
     """The loop every contender shares (ours runs the same settings through run_training): returns
     (stats, EMA copy of ``model``). ``loss_fn(model, x0, gen)`` is the contender's training loss."""
-    from tqdm.auto import tqdm
-
     t = cfg.train
     ema = copy.deepcopy(model).requires_grad_(False).eval()
     opt = adamw(model.parameters(), lr, weight_decay=t.weight_decay, betas=betas)  # as run_training's
     data, _ = load_mnist(cfg.data.source, "train")
     gen = torch.Generator().manual_seed(t.seed)
-    cast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=resolve_bf16(t.bf16, torch.device("cpu")))
-    tuner, elapsed, step = ThreadTuner(t.threads), 0.0, 0
+    rt = Runtime.create("cpu", t.bf16, t.threads)  # the training loop's autocast and threads
+    elapsed, step = 0.0, 0
     bar_format = "{l_bar}{bar}| {n:.0f}/{total} s{postfix}"
-    bar = tqdm(total=round(60 * minutes), desc=f"{name} train", disable=not progress, bar_format=bar_format)
+    bar = progress_bar(round(60 * minutes), f"{name} train", "s", enabled=progress, bar_format=bar_format)
     while elapsed < 60 * minutes:
         t0 = time.perf_counter()
         for group in opt.param_groups:
             group["lr"] = lr_at(elapsed / (60 * minutes), step, t) * lr / t.lr
         x0 = data[torch.randint(0, len(data), (t.batch_size,), generator=gen)]
-        with cast:
+        with rt.autocast():
             loss = loss_fn(model, x0, gen)
         opt.zero_grad(set_to_none=True)
         loss.float().backward()
@@ -109,9 +101,8 @@ def train_loop(cfg, minutes: float, model, loss_fn, name: str, lr: float, betas=
         step += 1
         dt = time.perf_counter() - t0
         elapsed += dt
-        tuner.step(dt)
         bar.update(min(dt, bar.total - bar.n))  # the last step overshoots the budget
-        bar.set_postfix(loss=f"{loss.item():.4f}", steps_s=f"{step / elapsed:.2f}")
+        bar.set_postfix(loss=f"{loss.item():.4f}", steps_s=f"{step / elapsed:.2f}", refresh=False)
     bar.close()
     stats = {
         "num_params": sum(p.numel() for p in model.parameters()),
@@ -124,12 +115,11 @@ def train_loop(cfg, minutes: float, model, loss_fn, name: str, lr: float, betas=
 
 def sample_timed(cfg, sample_fn) -> tuple[float, torch.Tensor]:
     """(seconds, samples [N, 1, 28, 28] in [-1, 1]) of ``sample_fn(n, generator)`` in batches."""
-    s = cfg.sample
-    cast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=resolve_bf16(cfg.train.bf16, torch.device("cpu")))
+    s, rt = cfg.sample, Runtime.create("cpu", cfg.train.bf16)
     g = torch.Generator().manual_seed(s.seed)
     torch.manual_seed(s.seed)  # lucidrains draws from the global generator
     t0 = time.perf_counter()
-    with torch.no_grad(), cast:
+    with torch.no_grad(), rt.autocast():
         chunks = [
             sample_fn(min(s.batch_size, s.num_samples - start), g).float().clamp(-1, 1)
             for start in range(0, s.num_samples, s.batch_size)
@@ -160,12 +150,6 @@ def run_diffusers(cfg, minutes: float) -> tuple[dict, torch.Tensor]:
 
     seconds, samples = sample_timed(cfg, sample_fn)
     return {**stats, "sample_seconds": round(seconds, 1), "config": list(model.config.block_out_channels)}, samples
-
-
-def fail(message: str):
-    """One line on stderr and exit code 2, as the CLI does for what the user can fix."""
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(2)
 
 
 def import_lucidrains():
@@ -212,8 +196,7 @@ def run_lucidrains(cfg, minutes: float, tuned: bool) -> tuple[dict, torch.Tensor
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--minutes", type=float, default=2.0, help="training budget for EACH contender (default 2)")
-    p.add_argument("--config", default="mnist", help="a shipped config name or a path")
-    p.add_argument("--out", default="runs/compare_peers", help="folder for the runs and compare.json")
+    add_config_args(p, out="runs/compare_peers")
     p.add_argument("--num-samples", type=int, default=500)
     p.add_argument("--contenders", nargs="+", choices=CONTENDERS, default=["ours", "diffusers"])
     args = p.parse_args()
@@ -223,10 +206,10 @@ def main() -> int:
     # Pinned to the recorded table (docs/ddpm.md): 100 sampling steps for every contender, our UNet at
     # 64/128 channels (the width the peers' parameter counts are matched to), and the ancestral step at
     # noise scale 1, as diffusers' DDPMScheduler samples
-    over = [f"train.minutes={args.minutes}", "train.job_minutes=null", f"sample.num_samples={args.num_samples}"]
+    over = [f"train.minutes={args.minutes}", f"sample.num_samples={args.num_samples}"]
     over += ["sample.steps=100", "model.channels=[64,128]", "sample.noise_scale=1"]
-    cfg = load_run_config(args.config, over)
-    out = Path(args.out)
+    cfg = load_config(args, over)
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
     rows = {}
     for name in args.contenders:
@@ -239,18 +222,15 @@ def main() -> int:
             else (run_lucidrains(cfg, args.minutes, tuned=name == "lucidrains_cpu"))
         )
         save_grid_png(samples[:100], out / f"{name}_samples.png")
-        stats.update(evaluate_samples(samples, cfg.eval.classifier, data_source=cfg.data.source))
+        stats.update(score(cfg, samples))
         rows[name] = stats
-        atomic_write_bytes(out / "compare.json", json.dumps(rows, indent=2, default=str).encode())
+        write_json(out / "compare.json", rows)
     keys = ["num_params", "train_steps", "steps_per_s", "sample_seconds", "fd", "confidence", "entropy"]
-    print(f"\n| contender ({args.minutes:g} min training) | " + " | ".join(keys) + " |")
-    print("|---" * (len(keys) + 1) + "|")
-    for name, r in rows.items():
-        cells = [f"{r[k]:.1f}" if k == "fd" else f"{r[k]:.3g}" if isinstance(r[k], float) else str(r[k]) for k in keys]
-        print(f"| {name} | " + " | ".join(cells) + " |")
     ref = next(iter(rows.values()))
-    print(f"| real vs real | | | | | {ref['real_fd']:.3g} | {ref['real_confidence']:.3g} | {ref['real_entropy']:.3g} |")
-    atomic_write_bytes(out / "compare.json", json.dumps(rows, indent=2, default=str).encode())
+    table = [[name, *(r[k] for k in keys)] for name, r in rows.items()]
+    table.append(["real vs real", "", "", "", "", ref["real_fd"], ref["real_confidence"], ref["real_entropy"]])
+    print(markdown_table([f"contender ({args.minutes:g} min training)", *keys], table))
+    write_json(out / "compare.json", rows)
     return 0
 
 

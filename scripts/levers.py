@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """A/B of training levers for the MNIST DDPM: one change at a time from a fixed reference, equal steps.
 
-    python scripts/levers.py --steps 2000                       # every lever, seed 0 (~15 min each on 2 cores)
+    python scripts/levers.py --steps 2000                       # every lever, seed 0
     python scripts/levers.py --steps 2000 --levers base v_pred --seeds 0 1
 
 Every variant trains the same number of steps from the same seed (a wall-clock budget would let the
@@ -16,15 +16,16 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
-from timestep_embed.ddpm.config import load_run_config
-from timestep_embed.ddpm.train import run_training
+from _common import add_config_args, command_line, load_config, markdown_table, write_json
+
+from timestep_embed.ddpm import run_training
 from timestep_embed.files import atomic_write_bytes
 
-# The reference every lever changes: the main job of 0.1 (64/128 channels, eps prediction, linear
-# schedule, Min-SNR-5, ancestral sampling on 100 steps), pinned so the recorded table stays reproducible.
-REFERENCE = ["diffusion.schedule=linear", "sample.steps=100", "model.channels=[64,128]"]
+# The reference every lever changes: the default run of 0.1 (64/128 channels, eps prediction, linear
+# schedule, Min-SNR-5, ancestral sampling on 100 steps at noise scale 1), pinned so the recorded table
+# stays reproducible.
+REFERENCE = ["diffusion.schedule=linear", "sample.steps=100", "model.channels=[64,128]", "sample.noise_scale=1"]
 LEVERS = {
     "base": [],
     "v_pred": ["diffusion.prediction=v"],
@@ -46,33 +47,29 @@ def main(argv=None) -> int:
     parser.add_argument("--levers", nargs="+", default=list(LEVERS), choices=list(LEVERS), metavar="NAME")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--steps", type=int, default=2000, help="training steps of every variant")
-    parser.add_argument("--config", default="mnist", help="the base config: a shipped name or a path")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for every variant")
-    parser.add_argument("--out", type=Path, default=Path("runs/levers"))
+    add_config_args(parser, out="runs/levers")
     args = parser.parse_args(argv)
     rows = []
     for seed in args.seeds:
         for name in args.levers:
             run = args.out / name / f"seed{seed}"
-            overrides = [*REFERENCE, f"train.steps={args.steps}", f"train.seed={seed}", "train.grid_every=0", *args.set]
-            overrides += LEVERS[name]
+            fixed = [*REFERENCE, f"train.steps={args.steps}", f"train.seed={seed}", "train.grid_every=0"]
+            cfg = load_config(args, [*fixed, *LEVERS[name]])
             if not (run / "metrics.json").is_file():
-                cfg = load_run_config(args.config, overrides)
                 t0 = time.time()
                 run_training(cfg, run, overwrite=True, progress=False)
                 print(f"{name} seed {seed}: {time.time() - t0:.0f} s", flush=True)
             metrics = json.loads((run / "metrics.json").read_text())
             rows.append({"lever": name, "seed": seed, "changes": LEVERS[name], **{c: metrics.get(c) for c in COLUMNS}})
             rows[-1]["real_fd"] = metrics.get("real_fd")
-    command = f"`python scripts/levers.py {' '.join(sys.argv[1:] if argv is None else argv)}`"
-    lines = [command, "", "| lever | changes | seed | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 3) + "|"]
-    for r in rows:
-        cells = [f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in COLUMNS]
-        lines.append(f"| {r['lever']} | {' '.join(r['changes']) or '-'} | {r['seed']} | " + " | ".join(cells) + " |")
+    table = markdown_table(
+        ["lever", "changes", "seed", *COLUMNS],
+        ([r["lever"], " ".join(r["changes"]) or "-", r["seed"], *(r[c] for c in COLUMNS)] for r in rows),
+    )
     args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(args.out / "levers.json", json.dumps(rows, indent=1).encode())
-    atomic_write_bytes(args.out / "levers.md", ("\n".join(lines) + "\n").encode())
-    print("\n".join(lines))
+    write_json(args.out / "levers.json", rows)
+    atomic_write_bytes(args.out / "levers.md", f"`{command_line()}`\n\n{table}\n".encode())
+    print(table)
     return 0
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """One checkpoint, many samplers: FD, confidence and class entropy per sampler, over several sampling seeds.
 
-    python scripts/sampler_table.py runs/ddpm_mnist                 # the default rows, seeds 0 1 2 (~6 min)
+    python scripts/sampler_table.py runs/ddpm_mnist                 # the default rows, seeds 0 1 2
     python scripts/sampler_table.py runs/ddpm_mnist --seeds 0 --rows sample.steps=50 \\
         "sample.sampler=dpm++2m,sample.spacing=karras"
     python scripts/sampler_table.py runs/ddpm_mnist --plot noise.png --rows sample.noise_scale=1 \\
@@ -18,22 +18,16 @@ over the seeds).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
+from _common import command_line, fail, markdown_table, mean_spread, score_seeds, write_json
 
 from timestep_embed.analysis.figures import new_figure
-from timestep_embed.ddpm.checkpoint import load_model
-from timestep_embed.ddpm.config import load_run_config
-from timestep_embed.ddpm.configfile import ConfigError, apply_overrides, config_to_dict
-from timestep_embed.ddpm.evaluate import evaluate_samples
-from timestep_embed.ddpm.runtime import resolve_bf16, resolve_device
-from timestep_embed.ddpm.sample import generate
-from timestep_embed.files import atomic_write_bytes, save_figure
+from timestep_embed.ddpm import ConfigError, Runtime, load_model, run_config
+from timestep_embed.files import save_figure
 
 ROWS = [
     "sample.sampler=ddpm,sample.steps=100",
@@ -74,50 +68,39 @@ def main(argv=None) -> int:
     parser.add_argument("--plot", type=Path, default=None, metavar="PNG", help="also draw FD and confidence per row")
     args = parser.parse_args(argv)
     if not (args.run / "checkpoint.safetensors").is_file():
-        print(f"error: run = {str(args.run)!r}: no checkpoint.safetensors there (train one first)", file=sys.stderr)
-        return 2
-    device = torch.device(resolve_device("auto"))
-    model, cfg = load_model(args.run, ema=True, device=device)
+        fail(f"run = {str(args.run)!r}: no checkpoint.safetensors there (train one first)")
+    rt = Runtime.create(bf16=run_config(args.run).train.bf16)  # the run's own autocast
+    model, cfg = load_model(args.run, ema=True, device=rt.device)
     if not cfg.eval.enabled:
-        print(
-            "error: the run has eval.enabled = false: this script scores every row with the evaluator", file=sys.stderr
-        )
-        return 2
+        fail("the run has eval.enabled = false: this script scores every row with the evaluator")
     try:
-        configs = {row: load_run_config(apply_overrides(config_to_dict(cfg), row.split(","))) for row in args.rows}
+        configs = {row: cfg.with_overrides(row.split(",")) for row in args.rows}
     except ConfigError as err:
-        print(f"error: --rows: {err}", file=sys.stderr)
-        return 2
+        fail(f"--rows: {err}")
     results = []
     for row, base in configs.items():
-        scores = []
-        for seed in args.seeds:
-            c = load_run_config(apply_overrides(config_to_dict(base), [f"sample.seed={seed}"]))
-            t0 = time.perf_counter()
-            x = generate(model, c, device, bf16=resolve_bf16(c.train.bf16, device), threads=c.train.threads)
-            seconds = time.perf_counter() - t0
-            s = evaluate_samples(x, c.eval.classifier, data_source=c.data.source)
-            scores.append({"seed": seed, "seconds": seconds, **{k: s[k] for k in ("fd", "confidence", "entropy")}})
-            print(f"{row} seed {seed}: {seconds:.0f} s, FD {s['fd']:.1f}", file=sys.stderr, flush=True)
-        s = base.sample
-        calls = 2 * s.steps - 1 if s.sampler == "heun" else s.steps
-        results.append({"row": row, "sampler": s.sampler, "steps": s.steps, "spacing": s.spacing, "calls": calls,
-                        "seeds": scores})  # fmt: skip
-    out = args.out or args.run / "sampler_table.json"
-    atomic_write_bytes(out, (json.dumps({"run": str(args.run), "rows": results}, indent=2) + "\n").encode())
+        scores = score_seeds(model, base, rt, args.seeds)
+        for s in scores:
+            print(f"{row} seed {s['seed']}: {s['seconds']:.0f} s, FD {s['fd']:.1f}", file=sys.stderr, flush=True)
+        sample = base.sample
+        calls = 2 * sample.steps - 1 if sample.sampler == "heun" else sample.steps
+        results.append({"row": row, "sampler": sample.sampler, "steps": sample.steps, "spacing": sample.spacing,
+                        "calls": calls, "seeds": scores})  # fmt: skip
+    write_json(args.out or args.run / "sampler_table.json", {"run": str(args.run), "rows": results})
     if args.plot is not None:
         seeds = ", ".join(map(str, args.seeds))
         plot_rows(results, args.plot, f"{args.run.name}: {cfg.sample.num_samples} samples per seed, seeds {seeds}")
-    print(f"| sampling (overrides) | model calls | time for {cfg.sample.num_samples} digits | FD mean (spread) "
-          f"| FD at seeds {' / '.join(map(str, args.seeds))} | confidence | class entropy |")  # fmt: skip
-    print("|---|---:|---:|---:|---|---:|---:|")
+    header = ["sampling (overrides)", "model calls", f"time for {cfg.sample.num_samples} digits", "FD mean (spread)",
+              f"FD at seeds {' / '.join(map(str, args.seeds))}", "confidence", "class entropy"]  # fmt: skip
+    rows = []
     for r in results:
-        fd = [x["fd"] for x in r["seeds"]]
-        mean = {k: statistics.fmean(x[k] for x in r["seeds"]) for k in ("seconds", "confidence", "entropy")}
-        per_seed = " / ".join(f"{v:.1f}" for v in fd)
-        scores = f"{mean['confidence']:.3f} | {mean['entropy']:.3f}"
-        print(f"| `{r['row']}` | {r['calls']} | {mean['seconds']:.0f} s | {statistics.fmean(fd):.1f} "
-              f"({max(fd) - min(fd):.1f}) | {per_seed} | {scores} |")  # fmt: skip
+        fd, spread = mean_spread(r["seeds"], "fd")
+        per_seed = " / ".join(f"{x['fd']:.1f}" for x in r["seeds"])
+        rows.append([f"`{r['row']}`", r["calls"], f"{statistics.fmean(x['seconds'] for x in r['seeds']):.0f} s",
+                     f"{fd:.1f} ({spread:.1f})", per_seed, f"{mean_spread(r['seeds'], 'confidence')[0]:.3f}",
+                     f"{mean_spread(r['seeds'], 'entropy')[0]:.3f}"])  # fmt: skip
+    print(f"`{command_line()}`\n")
+    print(markdown_table(header, rows))
     return 0
 
 

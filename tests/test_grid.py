@@ -30,7 +30,7 @@ def test_patch_grid_embedding_is_diffusers_get_2d_sincos_pos_embed(dim, grid_siz
 @pytest.mark.parametrize("dim, spatial, frames", [(64, 4, 3), (128, (6, 4), 5)])
 def test_video_grid_embedding_is_diffusers_get_3d_sincos_pos_embed(dim, spatial, frames):
     theirs = diffusers_embeddings.get_3d_sincos_pos_embed(
-        dim, spatial, frames, spatial_interpolation_scale=1.5, temporal_interpolation_scale=2.0
+        dim, spatial, frames, spatial_interpolation_scale=1.5, temporal_interpolation_scale=2.0, output_type="pt"
     )
     ours = video_grid_embedding(
         dim, spatial, frames, spatial_interpolation_scale=1.5, temporal_interpolation_scale=2.0, dtype=torch.float64

@@ -1,12 +1,22 @@
 """Every guard of the core: the message names the argument, the value and what is accepted."""
 
+import re
 import warnings
 
 import numpy as np
 import pytest
 import torch
+from diffusers.models.embeddings import get_timestep_embedding as diffusers_embedding
+from torch._subclasses.fake_tensor import FakeTensorMode
 
-from timestep_embed import Convention, LowPrecisionTimestepWarning, SinusoidalEmbedding, sinusoidal_embedding
+from timestep_embed import (
+    Convention,
+    LowPrecisionTimestepWarning,
+    SinusoidalEmbedding,
+    TimestepEmbedder,
+    get_timestep_embedding,
+    sinusoidal_embedding,
+)
 
 
 @pytest.mark.parametrize("dim", [0, -3])
@@ -22,8 +32,6 @@ def test_dim_not_an_int(dim):
 
 
 def test_dim_two_with_shift_one_is_refused_where_diffusers_returns_nan():
-    from diffusers.models.embeddings import get_timestep_embedding as diffusers_embedding
-
     assert torch.isnan(diffusers_embedding(torch.tensor([1, 2]), 2, downscale_freq_shift=1)).all()
     with pytest.raises(ValueError, match=r"dim=2 with freq_shift=1.*h - freq_shift = 0.*NaN"):
         sinusoidal_embedding([1, 2], 2, freq_shift=1)
@@ -98,7 +106,8 @@ def test_bfloat16_rounding_warning_names_what_happened_and_the_fix():
     t = torch.tensor([999.0]).to(torch.bfloat16)
     assert float(t) == 1000.0  # the trap itself
     with pytest.warns(
-        LowPrecisionTimestepWarning, match=r"torch.bfloat16 with values up to 1000.*999 into 1000.*int64 or float32"
+        LowPrecisionTimestepWarning,
+        match=r"torch.bfloat16 with fractional values or integers above 256.*999 into 1000.*int64 or float32",
     ):
         sinusoidal_embedding(t, 8)
 
@@ -106,8 +115,16 @@ def test_bfloat16_rounding_warning_names_what_happened_and_the_fix():
 def test_float16_rounding_warning():
     t = torch.tensor([998.4]).half()
     assert float(t) == 998.5
-    with pytest.warns(LowPrecisionTimestepWarning, match=r"float16 with values up to 998.5.*0.5 apart"):
+    with pytest.warns(LowPrecisionTimestepWarning, match=r"float16 with fractional values.*0.5 apart near 1000"):
         sinusoidal_embedding(t, 8)
+
+
+def test_the_rounding_warning_is_shown_once_per_call_site_whatever_the_values():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # Python's default: once per call site and message
+        for step in range(5):
+            sinusoidal_embedding(torch.tensor([900.0 + 8 * step]).bfloat16(), 8)  # five maxima, one call site
+    assert [w.category for w in caught] == [LowPrecisionTimestepWarning]
 
 
 def test_no_warning_for_exact_small_integers_in_half_precision():
@@ -141,11 +158,9 @@ def test_guards_hold_for_inputs_that_require_grad(n):
         sinusoidal_embedding(t, 8)
 
 
-@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
+@pytest.mark.parametrize("dtype", [getattr(torch, n) for n in ("uint16", "uint32", "uint64") if hasattr(torch, n)])
 @pytest.mark.parametrize("n", [3, 100])
 def test_unsigned_torch_timesteps_are_embedded_as_diffusers_does(dtype, n):
-    from diffusers.models.embeddings import get_timestep_embedding as diffusers_embedding
-
     t = torch.arange(n).to(dtype)
     assert torch.equal(sinusoidal_embedding(t, 16, "ddpm"), diffusers_embedding(t, 16))
 
@@ -160,5 +175,95 @@ def test_module_integer_cache_outside_its_range_computes_directly():
     module = SinusoidalEmbedding(8, num_timesteps=100)
     t = torch.tensor([-1, 5, 100])
     assert torch.equal(module(t), sinusoidal_embedding(t, 8))
-    with pytest.raises(ValueError, match="num_timesteps must be a positive int or None, got 0"):
+    with pytest.raises(ValueError, match="num_timesteps must be an int >= 1, got 0"):
         SinusoidalEmbedding(8, num_timesteps=0)
+
+
+# ------------------------------------------------------------------- caches (issue 25, item 7)
+def grad_of_embedding(dim):
+    t = torch.tensor([3.0, 917.5], requires_grad=True)
+    sinusoidal_embedding(t, dim).sum().backward()
+    return t.grad
+
+
+@pytest.mark.parametrize("mode", ["inference_mode", "fake_tensor_mode"])
+def test_the_frequency_cache_does_not_depend_on_the_mode_it_was_filled_in(mode):
+    dim = {"inference_mode": 994, "fake_tensor_mode": 996}[mode]  # widths no other test embeds first
+    t = torch.tensor([3.0, 917.5])
+    if mode == "inference_mode":
+        with torch.inference_mode():
+            filled = sinusoidal_embedding(t, dim)
+    else:
+        with FakeTensorMode(allow_non_fake_inputs=True):  # a real input inside a fake-tensor mode
+            sinusoidal_embedding(t, dim)
+        filled = sinusoidal_embedding(t, dim)
+    assert torch.equal(filled, diffusers_embedding(t, dim, True, 0))
+    grad = grad_of_embedding(dim)  # d/dt works after it; the diffusers gradient, bit for bit
+    reference = torch.tensor([3.0, 917.5], requires_grad=True)
+    diffusers_embedding(reference, dim, True, 0).sum().backward()
+    assert torch.equal(grad, reference.grad)
+
+
+def test_the_module_cache_filled_in_inference_mode_serves_training():
+    embedder = TimestepEmbedder(64, num_timesteps=100)
+    t = torch.tensor([1, 50])
+    with torch.inference_mode():
+        embedder(t)  # fills the integer-step rows of time_proj
+    embedder(t).sum().backward()  # the rows reach the MLP, whose weights need grad
+    assert embedder.time_embedding.linear_1.weight.grad.abs().sum() > 0
+    assert not any(rows.is_inference() for rows in embedder.time_proj._rows.values())
+
+
+# ------------------------------------------------------------ back doors (issue 25, item 8)
+@pytest.mark.parametrize("bad", [float("nan"), 1e300])
+def test_a_parameter_input_is_checked_like_any_tensor(bad):
+    t = torch.nn.Parameter(torch.tensor([1.0, bad], dtype=torch.float64))
+    with pytest.raises(ValueError, match="timesteps must be finite|overflow the float32 phase"):
+        sinusoidal_embedding(t, 8)
+    with pytest.raises(ValueError, match="timesteps must be finite|overflow the float32 phase"):
+        get_timestep_embedding(t, 8)
+
+
+def test_a_parameter_input_still_gives_diffusers_numbers_and_gradient():
+    t = torch.nn.Parameter(torch.tensor([3.0, 917.5]))
+    emb = sinusoidal_embedding(t, 16)
+    assert torch.equal(emb, diffusers_embedding(t.detach(), 16, True, 0))
+    emb.sum().backward()
+    assert t.grad.abs().sum() > 0
+
+
+def test_max_period_whose_frequencies_overflow_is_refused_where_diffusers_returns_nan():
+    t = torch.tensor([0.0, 5.0])
+    assert torch.isnan(diffusers_embedding(t, 256, max_period=1e-40, downscale_freq_shift=0)).any()
+    with pytest.raises(ValueError, match=r"max_period=1e-40 .*frequencies up to .*beyond torch.float32"):
+        sinusoidal_embedding(t, 256, max_period=1e-40)
+    assert torch.isfinite(sinusoidal_embedding(t, 256, max_period=1e-30)).all()  # w_max ~ 1e30 fits
+
+
+def test_max_period_below_one_that_overflows_the_phase_is_refused():
+    t = torch.tensor([0.0, 1e9])
+    assert torch.isnan(diffusers_embedding(t, 256, max_period=1e-30, downscale_freq_shift=0)).any()
+    with pytest.raises(
+        ValueError, match=r"timesteps up to 1e\+09 with scale 1 and frequencies up to \S+e\+29 overflow"
+    ):
+        sinusoidal_embedding(t, 256, max_period=1e-30)
+
+
+@pytest.mark.parametrize("gain, dtype", [(1e39, torch.float32), (-1e39, torch.bfloat16), (1e5, torch.float16)])
+def test_a_gain_that_overflows_the_output_is_refused(gain, dtype):
+    assert not torch.isfinite(gain * torch.ones(1, dtype=dtype)).all()  # what the embedding would hold
+    with pytest.raises(ValueError, match=re.escape(f"gain={gain:g} overflows {dtype}")):
+        sinusoidal_embedding([0.0, 3.0], 8, gain=gain, dtype=dtype)
+    fits = torch.finfo(dtype).max / 2
+    assert torch.isfinite(sinusoidal_embedding([0.0, 3.0], 8, gain=fits, dtype=dtype)).all()
+
+
+def test_scale_formed_in_float16_is_checked_against_float16():
+    t = torch.tensor([0.5, 100.0]).half()
+    with pytest.raises(
+        ValueError, match=r"timesteps up to 100 with scale 1000 overflow torch.float16 .*scale_in_input"
+    ):
+        sinusoidal_embedding(t, 8, scale=1000, scale_in_input_dtype=True)
+    with pytest.warns(LowPrecisionTimestepWarning):  # 0.5 in float16: maybe rounded
+        assert torch.isfinite(sinusoidal_embedding(t, 8, scale=1000)).all()  # the float32 phase holds 1e5
+    assert torch.isfinite(sinusoidal_embedding(t.float(), 8, scale=1000, scale_in_input_dtype=True)).all()

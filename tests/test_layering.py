@@ -110,9 +110,9 @@ def test_only_interop_imports_diffusers_and_only_ddpm_and_the_cli_import_ddpm():
 def test_no_function_local_import_of_the_package_and_lazy_imports_only_of_optional_packages():
     local_own = [f"{p.relative_to(PACKAGE.parent)}:{line}" for _, _, line, is_local, p in EDGES if is_local]
     assert not local_own, local_own
-    allowed = OPTIONAL_HEAVY | {"yaml", "safetensors", "tqdm", "tomllib", "tomli", "threadpoolctl"}
+    allowed = OPTIONAL_HEAVY | {"yaml", "safetensors", "tqdm", "tensorboard", "huggingface_hub", "threadpoolctl"}
     lazy = {
-        name.split(".")[0]
+        "tensorboard" if name.startswith("torch.utils.tensorboard") else name.split(".")[0]  # needs tensorboard
         for p in FILES
         for name, _, is_local in imports(p)
         if is_local and not name.startswith("timestep_embed")
@@ -149,4 +149,7 @@ def test_importing_the_package_pulls_no_optional_heavy_dependency():
 def test_no_private_torch_internals():
     private = re.compile(r"torch\.nn\.modules\.module|\._version\b|def _apply\(|torch\._[a-z]|torch\.ops\.")
     hits = [f"{p.relative_to(PACKAGE.parent)}: {m.group()}" for p in FILES for m in private.finditer(p.read_text())]
+    # The one exception: torch 2.2 (the last release for Intel Macs) lacks torch.compiler.is_compiling
+    # (2.3+); guards.py falls back to the same function, torch._dynamo.is_compiling, there only.
+    hits = [h for h in hits if h != "timestep_embed/guards.py: torch._d"]
     assert not hits, hits

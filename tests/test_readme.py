@@ -1,4 +1,4 @@
-"""The Python code blocks of the README and of every page in docs/ run as written, one script a page."""
+"""Every Python code block of the README and of docs/ runs pasted alone; the README's links work off the repository."""
 
 import os
 import re
@@ -8,21 +8,30 @@ from pathlib import Path
 
 import pytest
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the tomli backport, a dependency there
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+REPO = "https://github.com/timestep-embed/timestep_embed"
 
 
-def python_blocks(page: Path) -> str:
-    return "\n\n".join(re.findall(r"```python\n(.*?)```", page.read_text(), re.S))
+def python_blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if python_blocks(p)], ids=lambda p: p.name)
-def test_code_blocks_run(page, tmp_path):
+BLOCKS = [(page, i, block) for page in PAGES for i, block in enumerate(python_blocks(page), 1)]
+
+
+@pytest.mark.parametrize(("page", "number", "block"), BLOCKS, ids=[f"{p.name}-{i}" for p, i, _ in BLOCKS])
+def test_code_block_runs_alone(page, number, block, tmp_path):
     env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache")}
     result = subprocess.run(
-        [sys.executable, "-c", python_blocks(page)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
     )
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, f"{page.name}, python block {number}:\n{result.stderr[-3000:]}"
 
 
 def test_every_page_is_linked_from_the_readme_or_from_a_page_it_links():
@@ -31,3 +40,27 @@ def test_every_page_is_linked_from_the_readme_or_from_a_page_it_links():
     linked = {p.name for p in pages if f"docs/{p.name}" in readme}
     text = readme + "".join((ROOT / "docs" / name).read_text() for name in linked)
     assert [p.name for p in pages if p.name not in text] == []
+
+
+def github_slugs(page: Path) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown page."""
+    headings = re.findall(r"^#+ (.+)$", page.read_text(), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_readme_links_are_absolute_and_point_at_files_that_exist():
+    """The README is also the package index's page, where a relative link leads nowhere."""
+    links = re.findall(r"\]\(([^)\s]+)\)", (ROOT / "README.md").read_text())
+    assert links and [link for link in links if not link.startswith("https://")] == []
+    for link in links:
+        if link.startswith(f"{REPO}/blob/main/"):
+            path, _, anchor = link.removeprefix(f"{REPO}/blob/main/").partition("#")
+            assert (ROOT / path).is_file(), link
+            assert not anchor or anchor in github_slugs(ROOT / path), link
+
+
+def test_one_repository_url_everywhere():
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert all(url.startswith(REPO) for url in urls.values())
+    assert f"repo_url: {REPO}\n" in (ROOT / "mkdocs.yml").read_text()
+    assert f"{REPO}#readme" in (ROOT / "docs" / "index.md").read_text()

@@ -15,6 +15,7 @@ from timestep_embed import (
     frequencies,
     frequencies_np,
     layout_permutation,
+    sinusoidal,
     sinusoidal_embedding,
     sinusoidal_embedding_np,
 )
@@ -231,3 +232,33 @@ def test_output_dtype_ignores_torch_default_dtype(precise):
             assert sinusoidal_embedding(batch, 320, precise=precise).dtype == torch.float32
     finally:
         torch.set_default_dtype(before)
+
+
+# ---- large outputs are written in row blocks: the same bits, the output's memory ----------------
+@pytest.mark.parametrize("precise", [False, True])
+@pytest.mark.parametrize("conv, dim", [("adm", 320), ("vaswani", 257), ("ddpm", 33)])
+def test_row_blocks_give_the_bits_of_one_pass(conv, dim, precise, monkeypatch):
+    t = torch.rand(3001, dtype=torch.float64, generator=torch.Generator().manual_seed(5)) * 1e4
+    monkeypatch.setattr(sinusoidal, "_BLOCK_MIN_VALUES", {False: 0, True: 0})
+    monkeypatch.setattr(sinusoidal, "_BLOCK_VALUES", 5000)  # blocks of 5000 // dim rows, a partial last one
+    blocks = sinusoidal_embedding(t, dim, conv, scale=3.0, gain=0.5, precise=precise)
+    monkeypatch.setattr(sinusoidal, "_BLOCK_MIN_VALUES", {False: 1 << 40, True: 1 << 40})  # one pass
+    assert torch.equal(blocks, sinusoidal_embedding(t, dim, conv, scale=3.0, gain=0.5, precise=precise))
+
+
+def test_row_blocks_of_the_float32_path_are_diffusers_bits():
+    from diffusers.models.embeddings import get_timestep_embedding as diffusers_embedding
+
+    t = torch.rand(14001, generator=torch.Generator().manual_seed(6)) * 1000  # 14001 x 321 > 2 ** 22 values
+    assert torch.equal(sinusoidal_embedding(t, 321, "ddpm", scale=2.0), diffusers_embedding(t, 321, scale=2.0))
+
+
+def test_precise_blocks_are_the_float64_values_rounded_once():
+    t = torch.rand(5000, dtype=torch.float64, generator=torch.Generator().manual_seed(7)) * 1e6
+    assert torch.equal(
+        sinusoidal_embedding(t, 256, precise=True), sinusoidal_embedding(t, 256, dtype=torch.float64).float()
+    )
+    assert torch.equal(
+        sinusoidal_embedding(t, 256, precise=True, dtype=torch.bfloat16),
+        sinusoidal_embedding(t, 256, dtype=torch.float64).to(torch.bfloat16),
+    )

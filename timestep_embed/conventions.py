@@ -9,10 +9,11 @@ and ``gain * cos(scale * t * w_k)``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
+
+from .checks import check_int, check_real
 
 __all__ = [
     "Convention",
@@ -57,12 +58,8 @@ class Convention:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
         if self.first not in FIRSTS:
             raise ValueError(f"first must be one of {FIRSTS}, got {self.first!r}")
-        for name in ("freq_shift", "max_period", "scale", "gain"):
-            value = getattr(self, name)
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-                raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
-            if not math.isfinite(value):
-                raise ValueError(f"{name} must be finite, got {value!r}")
+        for name in _GRID_FIELDS:
+            check_real(getattr(self, name), name)
         if self.max_period <= 0:
             raise ValueError(f"max_period must be > 0 (the longest period of the grid), got {self.max_period!r}")
 
@@ -133,8 +130,11 @@ def convention_from_diffusers(
     flip_sin_to_cos: bool = False, downscale_freq_shift: float = 1, scale: float = 1, max_period: float = 10000
 ) -> Convention:
     """The Convention that diffusers' ``get_timestep_embedding`` flags describe (diffusers' defaults)."""
+    if isinstance(flip_sin_to_cos, (str, bytes, float)) or flip_sin_to_cos not in (0, 1):
+        raise TypeError(f"flip_sin_to_cos must be True or False, got {flip_sin_to_cos!r}")
     first = "cos" if flip_sin_to_cos else "sin"
-    return Convention("concat", first, float(downscale_freq_shift), float(max_period), float(scale))
+    shift, scale = check_real(downscale_freq_shift, "downscale_freq_shift"), check_real(scale, "scale")
+    return Convention("concat", first, shift, check_real(max_period, "max_period", positive=True), scale)
 
 
 def convention_to_diffusers(convention: str | Convention) -> dict:
@@ -163,6 +163,7 @@ def layout_permutation(source: str | Convention, target: str | Convention, dim: 
     first Linear layer's input columns: ``W_new = W[:, perm]`` gives ``W_new @ emb_target == W @ emb_source``.
     """
     src, dst = resolve_convention(source), resolve_convention(target)
+    check_int(dim, "dim")
     if not src.same_grid(dst):
         names = [n for n in _GRID_FIELDS if getattr(src, n) != getattr(dst, n)]
         diffs = "; ".join(f"{n}: {getattr(src, n)} vs {getattr(dst, n)}" for n in names)

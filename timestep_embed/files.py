@@ -9,15 +9,26 @@ Hub's ``PyTorchModelHubMixin`` and diffusers write them) and ``model.safetensors
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import socket
+import struct
 import tempfile
+from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
+
+try:  # POSIX; Windows locks through msvcrt
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+    import msvcrt
 
 __all__ = [
     "PRETRAINED_CONFIG",
@@ -26,10 +37,16 @@ __all__ = [
     "package_version",
     "versions",
     "atomic_write_bytes",
+    "Busy",
+    "hold",
     "save_npy",
     "load_npy",
     "save_figure",
     "safetensors_torch",
+    "CheckpointError",
+    "MAX_HEADER_BYTES",
+    "read_safetensors_header",
+    "load_safetensors",
     "save_pretrained",
     "resolve_pretrained",
     "read_json",
@@ -66,8 +83,12 @@ def _write_all(f, data: bytes) -> None:
     f.write(data)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically, mode ``0o666 & ~umask`` (as ``open()`` would)."""
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, exclusive: bool = False) -> Path:
+    """Write ``data`` to ``path`` atomically, mode ``0o666 & ~umask`` (as ``open()`` would).
+
+    ``exclusive``: never replace an existing file; FileExistsError if ``path`` exists when the data is
+    ready (the temp file is linked to its name, which fails atomically where ``os.replace`` would not),
+    so of two writers racing for one name exactly one succeeds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -77,7 +98,14 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600
-        os.replace(tmp, path)
+        if exclusive:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise FileExistsError(f"{path} exists: another process wrote it first") from None
+            Path(tmp).unlink()
+        else:
+            os.replace(tmp, path)
     except BaseException:  # includes KeyboardInterrupt: never leave the temp file behind
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -92,17 +120,49 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     return path
 
 
-def save_npy(path: str | os.PathLike, array) -> Path:
-    """``np.save`` of ``array`` to ``path`` (exactly that name), atomically."""
+class Busy(FileExistsError):
+    """Another live process holds the lock."""
+
+
+def _lock(fd: int) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    else:  # pragma: no cover - Windows
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+
+
+@contextlib.contextmanager
+def hold(lock: Path, what: str) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``lock`` for the ``with`` block, or raise :class:`Busy`
+    naming ``what`` and the process that holds it. The lock file is left in place."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)  # the umask applies
+    try:
+        try:
+            _lock(fd)
+        except OSError:
+            owner = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            raise Busy(f"{what} is in use by {owner} ({lock}); wait for it to finish") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"process {os.getpid()} on {socket.gethostname()}".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def save_npy(path: str | os.PathLike, array, *, exclusive: bool = False) -> Path:
+    """``np.save`` of ``array`` to ``path`` (exactly that name), atomically (``exclusive``: as in
+    :func:`atomic_write_bytes`)."""
     buffer = io.BytesIO()
     np.save(buffer, np.asarray(array), allow_pickle=False)
-    return atomic_write_bytes(path, buffer.getvalue())
+    return atomic_write_bytes(path, buffer.getvalue(), exclusive=exclusive)
 
 
-def load_npy(path: str | os.PathLike) -> np.ndarray:
-    """A plain ``.npy`` array (never a pickle); ValueError naming the file otherwise."""
+def load_npy(path: str | os.PathLike, mmap_mode: Literal["r", "c"] | None = None) -> np.ndarray:
+    """A plain ``.npy`` array (never a pickle); ValueError naming the file otherwise. ``mmap_mode="r"``
+    maps the file instead of reading it: only the rows used are read (the detector's large dumps)."""
     try:
-        return np.load(path, allow_pickle=False)
+        return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
     except ValueError as exc:
         raise ValueError(f"{path} is not a plain .npy array ({exc})") from None
 
@@ -121,6 +181,72 @@ def safetensors_torch():
     except ImportError as exc:  # optional dependency
         raise ImportError("weights files need safetensors: pip install 'timestep-embed[train]'") from exc
     return safetensors.torch
+
+
+class CheckpointError(ValueError):
+    """A weights file is missing, truncated, corrupt or not safetensors; the message names the file."""
+
+
+MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit on the JSON header
+
+
+def _parse_header(path: Path, head: bytes, size: int) -> dict:
+    """The JSON header of a safetensors file from its first bytes ``head`` (8-byte length + JSON), checked
+    against the file's ``size``: every tensor's data inside the file, no trailing bytes."""
+    if size < 8 or len(head) < 8:
+        raise CheckpointError(f"{path}: truncated or not a safetensors file ({size} bytes)")
+    (n,) = struct.unpack("<Q", head[:8])
+    if head[8:9] != b"{":  # a safetensors header is a JSON object right after its 8-byte length
+        raise CheckpointError(f"{path}: not a safetensors file (no JSON header after the first 8 bytes)")
+    if n > MAX_HEADER_BYTES:
+        raise CheckpointError(
+            f"{path}: the header claims {n} bytes; a safetensors header holds at most {MAX_HEADER_BYTES}"
+        )
+    if n > size - 8 or len(head) < 8 + n:
+        raise CheckpointError(f"{path}: truncated: the header claims {n} bytes, only {size - 8} follow")
+    try:
+        header = json.loads(head[8 : 8 + n])
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise CheckpointError(f"{path}: corrupt safetensors header ({why})") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path}: corrupt safetensors header (not a JSON object)")
+    try:
+        end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+    except (KeyError, TypeError, IndexError, ValueError) as exc:
+        raise CheckpointError(f"{path}: corrupt safetensors header (a tensor entry without data_offsets)") from exc
+    if 8 + n + end != size:
+        what = "truncated" if 8 + n + end > size else "has trailing bytes"
+        raise CheckpointError(f"{path}: {what}: the header describes {8 + n + end} bytes, the file holds {size}")
+    return header
+
+
+def read_safetensors_header(path: str | os.PathLike) -> dict:
+    """The checked JSON header of a safetensors file (its ``__metadata__`` included), reading only the header."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"weights file not found: {path}")
+    with open(path, "rb") as f:
+        head = f.read(8)
+        n = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
+        head += f.read(min(n, MAX_HEADER_BYTES + 1))
+    return _parse_header(path, head, path.stat().st_size)
+
+
+def load_safetensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """``(tensors, metadata)`` of a safetensors file, on the CPU, after the checks of
+    :func:`read_safetensors_header`. The one reader of every weights file the package loads."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"weights file not found: {path}")
+    data = path.read_bytes()
+    n = struct.unpack("<Q", data[:8])[0] if len(data) >= 8 else 0
+    header = _parse_header(path, data[: 8 + min(n, MAX_HEADER_BYTES + 1)], len(data))
+    try:
+        tensors = safetensors_torch().load(data)
+    except Exception as exc:  # safetensors' SafetensorError is not exported in a stable place
+        raise CheckpointError(f"{path}: corrupt safetensors file ({exc})") from exc
+    return tensors, dict(header.get("__metadata__") or {})
 
 
 def save_pretrained(folder: str | os.PathLike, kind: str, config: dict, state_dict: dict) -> Path:
@@ -237,12 +363,7 @@ def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
 
 
 def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    try:
-        return safetensors_torch().load(path.read_bytes())
-    except ImportError:
-        raise
-    except Exception as exc:  # safetensors' SafetensorError is not exported in a stable place
-        raise ValueError(f"{path}: not a readable safetensors file ({exc})") from exc
+    return load_safetensors(path)[0]  # the header checked first (size, offsets), CheckpointError if not
 
 
 def load_pretrained(

@@ -16,7 +16,9 @@ from collections.abc import Sequence
 
 import torch
 
+from .checks import check_choice, check_device, check_float_dtype, check_real
 from .conventions import Convention, resolve_convention
+from .guards import as_tensor
 from .sinusoidal import sinusoidal_embedding
 
 __all__ = ["grid_positions", "grid_embedding", "patch_grid_embedding", "video_grid_embedding"]
@@ -25,7 +27,7 @@ GROUPS = ("axis", "function")
 
 
 def _sizes(value, name: str, count: int) -> tuple[int, ...]:
-    sizes = (value,) * count if isinstance(value, int) else tuple(value)
+    sizes = (value,) * count if isinstance(value, int) else tuple(value) if isinstance(value, (tuple, list)) else ()
     if len(sizes) != count or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes):
         raise ValueError(f"{name} must be a positive int or {count} positive ints, got {value!r}")
     return sizes
@@ -34,7 +36,10 @@ def _sizes(value, name: str, count: int) -> tuple[int, ...]:
 def grid_positions(*sizes: int, device=None) -> torch.Tensor:
     """The float32 coordinates of a grid, ``[prod(sizes), len(sizes)]``: row ``r`` holds the indices
     ``(i, j, ...)`` of cell ``r`` in row-major order (the last axis varies fastest)."""
+    if not sizes:
+        raise ValueError("grid_positions needs at least one size, e.g. grid_positions(16, 16)")
     _sizes(sizes, "sizes", len(sizes))
+    device = check_device(device)
     axes = [torch.arange(s, dtype=torch.float32, device=device) for s in sizes]
     return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).reshape(-1, len(sizes))
 
@@ -60,14 +65,16 @@ def grid_embedding(
         precise: float64 phase and sin/cos (diffusers' and MAE's tables are float64), rounded once.
         dtype: the output dtype.
     """
+    positions = as_tensor(positions, name="positions")
     if positions.dim() != 2:
         raise ValueError(f"positions must be [N, axes], got shape {tuple(positions.shape)}")
+    if not isinstance(dims, (tuple, list)):
+        raise TypeError(f"dims must be a list of ints, one block width per axis, got {dims!r}")
     dims = list(dims)
     bad = [d for d in dims if isinstance(d, bool) or not isinstance(d, int) or d < 2 or d % 2]
     if len(dims) != positions.shape[1] or bad:
         raise ValueError(f"dims must be {positions.shape[1]} even ints >= 2 (one per axis), got {dims!r}")
-    if group not in GROUPS:
-        raise ValueError(f"group must be one of {GROUPS}, got {group!r}")
+    check_choice(group, "group", GROUPS)
     conv = resolve_convention(convention)
     if group == "function" and conv.layout != "concat":
         raise ValueError(f"group='function' splits each block into its two halves; {conv} is {conv.layout!r}")
@@ -96,6 +103,9 @@ def patch_grid_embedding(
     height, width = _sizes(grid_size, "grid_size", 2)
     if isinstance(dim, bool) or not isinstance(dim, int) or dim < 4 or dim % 4:
         raise ValueError(f"dim must be a multiple of 4 (two axes of sin/cos pairs), got {dim!r}")
+    base_size = check_real(base_size, "base_size", positive=True)
+    interpolation_scale = check_real(interpolation_scale, "interpolation_scale", positive=True)
+    check_float_dtype(dtype)
     cells = grid_positions(height, width)
     scale = torch.tensor([width, height], dtype=torch.float32) / base_size
     xy = cells[:, [1, 0]] / scale / interpolation_scale  # float32, in diffusers' order of operations
@@ -121,6 +131,11 @@ def video_grid_embedding(
     (frames,) = _sizes(temporal_size, "temporal_size", 1)
     if isinstance(dim, bool) or not isinstance(dim, int) or dim < 16 or dim % 16:
         raise ValueError(f"dim must be a multiple of 16 (a quarter for time, 3/8 per spatial axis), got {dim!r}")
+    spatial_interpolation_scale = check_real(spatial_interpolation_scale, "spatial_interpolation_scale", positive=True)
+    temporal_interpolation_scale = check_real(
+        temporal_interpolation_scale, "temporal_interpolation_scale", positive=True
+    )
+    check_float_dtype(dtype)
     cells = grid_positions(height, width)
     spatial = grid_embedding(cells[:, [1, 0]] / spatial_interpolation_scale, [3 * dim // 8] * 2, dtype=dtype)
     steps = torch.arange(frames, dtype=torch.float32)[:, None] / temporal_interpolation_scale

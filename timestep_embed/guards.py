@@ -1,44 +1,66 @@
 """The guards of the sinusoidal core: clear errors that name the argument, the value and what is
 accepted, and the warning for timesteps that arrive already rounded to float16/bfloat16.
 
-They read the timesteps' values, so they run eagerly only; :func:`graph_mode` says when not.
+:func:`check_options` guards what the options alone can break (width, frequencies, gain) and runs
+in every mode; :func:`check_timesteps` reads the timesteps' values, so it runs eagerly only
+(:func:`graph_mode` says when not).
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 import torch
 
+from .checks import check_device, check_float_dtype, check_int, real_array
 from .conventions import Convention
 
-__all__ = ["TimestepsLike", "LowPrecisionTimestepWarning", "check_dim", "graph_mode", "as_tensor", "check_timesteps"]
+# fmt: off
+__all__ = [
+    "TimestepsLike", "LowPrecisionTimestepWarning", "float_max", "check_dim", "check_options", "options_bound",
+    "graph_mode", "cacheable", "as_tensor", "value_range", "check_timesteps",
+]
+# fmt: on
 
 # What every function and module of the package accepts as timesteps: a tensor of any shape, a numpy
 # array, a Python number or a (nested) list of numbers; integer or floating.
 TimestepsLike = torch.Tensor | np.ndarray | float | int | Sequence
 
-_FLOAT_MAX = {False: float(torch.finfo(torch.float32).max), True: float(torch.finfo(torch.float64).max)}
 # Largest integer up to which every integer is exact: 2 ** (mantissa bits + 1).
 _EXACT_INTEGER_LIMIT = {torch.float16: 2048, torch.bfloat16: 256}
+_UNSIGNED = tuple(getattr(torch, name) for name in ("uint16", "uint32", "uint64") if hasattr(torch, name))
+_FLOAT_MAX = {
+    dtype: float(torch.finfo(dtype).max) for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+}
 _SMALL_BATCH = 64  # up to here one tolist() and Python checks beat tensor reductions
+
+# torch.compiler.is_compiling arrived in torch 2.3; torch 2.2 (the last release for Intel Macs) has the
+# same function as torch._dynamo.is_compiling, which dynamo likewise answers with True while tracing.
+if hasattr(torch.compiler, "is_compiling"):
+    _is_compiling = torch.compiler.is_compiling
+else:  # pragma: no cover - torch < 2.3
+    import torch._dynamo
+
+    _is_compiling = torch._dynamo.is_compiling
+
+
+def float_max(dtype: torch.dtype) -> float:
+    """The largest finite value of a floating dtype."""
+    return _FLOAT_MAX.get(dtype) or float(torch.finfo(dtype).max)
 
 
 class LowPrecisionTimestepWarning(UserWarning):
     """Timesteps arrived in float16/bfloat16 and were probably rounded before the embedding."""
 
 
-# --------------------------------------------------------------------------------------- guards
+# ------------------------------------------------------------------------------ the options
 def check_dim(dim, freq_shift: float = 0.0) -> None:
     """``dim`` must be an int >= 1 and the exponent's denominator ``dim // 2 - freq_shift`` > 0."""
-    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
-        raise TypeError(f"dim must be an int >= 1, got {dim!r} ({type(dim).__name__})")
-    if dim < 1:
-        raise ValueError(f"dim must be an int >= 1, got {dim}")
+    check_int(dim, "dim")
     half = int(dim) // 2
     if half >= 1 and half - freq_shift <= 0:
         raise ValueError(
@@ -48,35 +70,81 @@ def check_dim(dim, freq_shift: float = 0.0) -> None:
         )
 
 
+def check_options(dim, conv: Convention, dtype: torch.dtype = torch.float32, precise: bool = False) -> float:
+    """The guards that need no timestep: ``dim``, ``dtype``, frequencies and gain that stay finite in
+    the compute dtype (float32, float64 when ``precise``) and the output ``dtype``.
+
+    Returns the largest frequency ``w_max = max_k max_period ** (-k / (h - freq_shift))`` (>= 1; above
+    1 only for ``max_period < 1``), which bounds the phase ``|t| * w_max * |scale|``.
+    """
+    check_dim(dim, conv.freq_shift)
+    check_float_dtype(dtype)
+    compute = torch.float64 if precise else torch.float32
+    half = dim // 2
+    log_w_max = max(0.0, -math.log(conv.max_period) * (half - 1) / (half - conv.freq_shift)) if half > 1 else 0.0
+    if log_w_max > math.log(float_max(compute)):
+        raise ValueError(
+            f"max_period={conv.max_period:g} with freq_shift={conv.freq_shift:g} and dim={dim} gives frequencies "
+            f"up to max_period ** (-(h - 1) / (h - freq_shift)) = e^{log_w_max:.4g}, beyond {compute} (max "
+            f"{float_max(compute):.3g}): the embedding would be NaN. Use a max_period closer to 1 or above it."
+        )
+    limit = min(float_max(compute), float_max(dtype))
+    if abs(conv.gain) > limit:
+        which = dtype if float_max(dtype) < float_max(compute) else compute
+        raise ValueError(f"gain={conv.gain:g} overflows {which} (max {limit:.5g}): the embedding would hold inf")
+    return math.exp(log_w_max)
+
+
+_remembered_options = lru_cache(maxsize=256, typed=True)(check_options)
+
+
+def options_bound(dim, conv: Convention, dtype: torch.dtype = torch.float32, precise: bool = False) -> float:
+    """:func:`check_options`, remembered per set of arguments (the core checks its options on every
+    call; this makes a repeated call ~0.7 us instead of ~5). Unhashable arguments are checked afresh."""
+    try:
+        return _remembered_options(dim, conv, dtype, precise)
+    except TypeError:  # an unhashable argument (a list): check_options names it
+        return check_options(dim, conv, dtype, precise)
+
+
+# ------------------------------------------------------------------------------- the modes
 def graph_mode(t: torch.Tensor) -> bool:
     """True where the values of ``t`` cannot or must not be read: under ``torch.jit.trace``,
-    ``torch.compile`` or ``torch.export``, for meta tensors and tensor subclasses (fake tensors)."""
-    return torch.jit.is_tracing() or torch.compiler.is_compiling() or t.is_meta or type(t) is not torch.Tensor
+    ``torch.compile`` or ``torch.export``, for meta tensors and for tensor subclasses that intercept
+    dispatch (fake and functional tensors). ``nn.Parameter`` and other plain subclasses hold real values."""
+    return (
+        torch.jit.is_tracing()
+        or _is_compiling()
+        or t.is_meta
+        or type(t).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__
+    )
 
 
-def as_tensor(timesteps: TimestepsLike, device=None) -> torch.Tensor:
-    """A real tensor of ``timesteps`` on ``device``; Python and numpy values become int64/float64."""
+def cacheable(t: torch.Tensor) -> bool:
+    """Whether a cache may keep ``t``: a real tensor that works in every later mode, not an inference
+    tensor (autograd cannot save those), not a fake or functional one, without autograd history.
+    Caches build their entries under ``torch.inference_mode(False)`` and keep them only when this holds."""
+    return not (t.is_inference() or t.requires_grad or graph_mode(t))
+
+
+# ------------------------------------------------------------------------------ the values
+def as_tensor(timesteps: TimestepsLike, device=None, name: str = "timesteps") -> torch.Tensor:
+    """A real tensor of ``timesteps`` on ``device``; Python and numpy values become int64/float64.
+    TypeError naming ``name`` for bool, complex, strings and other objects."""
+    device = check_device(device)
     if isinstance(timesteps, torch.Tensor):
         t = timesteps if device is None else timesteps.to(device)
     else:
-        if isinstance(timesteps, (str, bytes, bool, np.bool_)):
-            kind = "a bool" if isinstance(timesteps, (bool, np.bool_)) else "a string"
-            raise TypeError(f"timesteps must be int or float numbers, got {kind}: {timesteps!r}")
-        array = np.asarray(timesteps)
-        if array.dtype.kind not in "iuf":
-            raise TypeError(
-                f"timesteps must be int or float numbers, got {timesteps!r} (numpy dtype {array.dtype}); "
-                "bool, complex and strings are not timesteps"
-            )
+        array = real_array(timesteps, name)
         if array.dtype.kind == "u":  # torch lacks most uint32/uint64 ops; uint64 >= 2**63 must not wrap
             array = array.astype(np.int64 if array.size == 0 or array.max() < 2**63 else np.float64)
         t = torch.tensor(array, device=device)  # a copy: 0-d, read-only and strided arrays all work
     if t.dtype == torch.bool or t.dtype.is_complex:
-        raise TypeError(f"timesteps must be an integer or floating tensor, got dtype {t.dtype}")
+        raise TypeError(f"{name} must be an integer or floating tensor, got dtype {t.dtype}")
     return t
 
 
-def _value_range(flat: torch.Tensor) -> tuple[float, float, list | None]:
+def value_range(flat: torch.Tensor) -> tuple[float, float, list | None]:
     """(min, max, values) of a non-empty 1-D tensor: NaN min and max when any value is NaN or inf;
     ``values`` is the Python list of a small CPU batch (read once for every check), else None."""
     if flat.numel() <= _SMALL_BATCH and flat.is_cpu:
@@ -85,40 +153,53 @@ def _value_range(flat: torch.Tensor) -> tuple[float, float, list | None]:
         if flat.is_floating_point() and not math.isfinite(sum(values)) and not all(map(math.isfinite, values)):
             return math.nan, math.nan, values
         return min(values), max(values), values
-    if flat.dtype in (torch.uint16, torch.uint32, torch.uint64):
+    if flat.dtype in _UNSIGNED:
         flat = flat.double()  # aminmax has no kernels for these
     low, high = torch.aminmax(flat)  # NaN propagates to both
     return low.item(), high.item(), None
 
 
 def check_timesteps(
-    timesteps: TimestepsLike, convention: Convention, precise: bool = False, device=None
-) -> tuple[torch.Tensor, tuple[float, float] | None]:
-    """``(t, (low, high))``: timesteps as a real tensor of any shape on ``device`` (or where they
-    are) and their min and max, after the eager guards.
+    t: torch.Tensor,
+    convention: Convention,
+    precise: bool = False,
+    *,
+    max_frequency: float = 1.0,
+    scale_in_input_dtype: bool = False,
+) -> tuple[float, float] | None:
+    """``(low, high)``, the min and max of the real tensor ``t`` (None when empty), after the eager guards.
 
-    Raises TypeError for bool, complex and strings; ValueError for NaN/inf, and for finite values
-    that overflow the compute dtype once cast or multiplied by ``scale`` (float64 1e300 is inf in
-    float32); warns (:class:`LowPrecisionTimestepWarning`) about float16/bfloat16 timesteps that look
-    rounded. ``(low, high)`` is None for an empty input.
+    Raises ValueError for NaN/inf, and for finite values whose phase ``t * w_k * scale`` overflows the
+    compute dtype (float32, float64 when ``precise``; ``max_frequency`` from :func:`check_options`) or,
+    with ``scale_in_input_dtype``, whose ``scale * t`` overflows ``t``'s own dtype (float16 ends at
+    65504); warns (:class:`LowPrecisionTimestepWarning`) about float16/bfloat16 timesteps that look rounded.
     """
-    t = as_tensor(timesteps, device)
     if t.numel() == 0:
-        return t, None
-    low, high, values = _value_range(t if t.dim() == 1 else t.reshape(-1))
+        return None
+    low, high, values = value_range(t if t.dim() == 1 else t.reshape(-1))
     if not (math.isfinite(low) and math.isfinite(high)):
         bad = t.detach()[~torch.isfinite(t.detach())].flatten()[:3].tolist()
         raise ValueError(f"timesteps must be finite, got non-finite values such as {bad}")
-    largest = max(abs(low), abs(high))
-    limit = _FLOAT_MAX[precise]
-    if largest > limit or largest * abs(convention.scale) > limit:
+    largest, scale = max(abs(low), abs(high)), abs(convention.scale)
+    if scale_in_input_dtype and t.is_floating_point() and scale != 1:
+        if largest * scale > float_max(t.dtype):
+            raise ValueError(
+                f"timesteps up to {largest:g} with scale {scale:g} overflow {t.dtype} (max {float_max(t.dtype):.5g}), "
+                "the dtype scale_in_input_dtype=True forms scale * t in; the embedding would be NaN"
+            )
+        phase = largest * scale * max_frequency
+    else:
+        phase = largest * max_frequency * max(1.0, scale)  # t * w_k first, then times scale
+    limit = float_max(torch.float64 if precise else torch.float32)
+    if phase > limit:
+        frequencies = f" and frequencies up to {max_frequency:g}" if max_frequency > 1 else ""
         raise ValueError(
-            f"timesteps up to {largest:g} with scale {convention.scale:g} overflow the "
+            f"timesteps up to {largest:g} with scale {scale:g}{frequencies} overflow the "
             f"{'float64' if precise else 'float32'} phase (max {limit:.3g}); the embedding would be NaN"
         )
     if t.dtype in _EXACT_INTEGER_LIMIT:
         _warn_if_rounded(t, largest, values)
-    return t, (low, high)
+    return low, high
 
 
 def _warn_if_rounded(t: torch.Tensor, largest: float, values: list | None) -> None:
@@ -126,20 +207,25 @@ def _warn_if_rounded(t: torch.Tensor, largest: float, values: list | None) -> No
 
     Once a timestep is float16/bfloat16 its original value is gone (bfloat16 stores 999 as 1000,
     float16 stores 998.4 as 998.5), so the test is on what rounding leaves behind: integers beyond
-    the range where the dtype holds every integer, or any fractional value at all.
+    the range where the dtype holds every integer, or any fractional value at all. The message is
+    the same for every call with that dtype, so Python's warning filters show it once per call site
+    (not once per batch of new values) and the registry behind them stays small.
     """
     limit = _EXACT_INTEGER_LIMIT[t.dtype]
-    if values is not None:
-        fractional = not all(v.is_integer() for v in values)
+    if largest > limit:
+        rounded = True
+    elif values is not None:
+        rounded = not all(v.is_integer() for v in values)
     else:
-        fractional = largest <= limit and not torch.equal(t, torch.round(t))
-    if largest > limit or fractional:
-        spacing = torch.finfo(t.dtype).eps * 2 ** math.floor(math.log2(max(largest, 1e-30)))
-        warnings.warn(
-            f"timesteps arrived as {t.dtype} with values up to {largest:g}; {t.dtype} spaces numbers "
-            f"{spacing:g} apart there (and holds every integer only up to {limit}), so they were "
-            "probably rounded before reaching the embedding (bfloat16 turns 999 into 1000, float16 "
-            "turns 998.4 into 998.5). Keep timesteps in int64 or float32 under autocast / .half().",
-            LowPrecisionTimestepWarning,
-            stacklevel=4,
-        )
+        rounded = not torch.equal(t, torch.round(t))
+    if rounded:
+        warnings.warn(_ROUNDED[t.dtype], LowPrecisionTimestepWarning, stacklevel=4)
+
+
+_ROUNDED = {
+    dtype: f"timesteps arrived as {dtype} with fractional values or integers above {limit}: {dtype} spaces numbers "
+    f"{torch.finfo(dtype).eps * 512:g} apart near 1000 and holds every integer only up to {limit}, so they were "
+    "probably rounded before reaching the embedding (bfloat16 turns 999 into 1000, float16 turns 998.4 into 998.5). "
+    "Keep timesteps in int64 or float32 under autocast / .half()."
+    for dtype, limit in _EXACT_INTEGER_LIMIT.items()
+}

@@ -20,7 +20,11 @@ Compute paths, all in :func:`sinusoidal_embedding`:
    distinct value by path 1 or 2 and gathered. sin and cos are elementwise, so every row has the
    bits path 1 or 2 would give it.
 
-Eager calls check their input first (:mod:`timestep_embed.guards`). Under ``torch.jit.trace``,
+A large eager output is written by row blocks of path 1 or 2 into the output: the temporaries (phase,
+sin, cos) exist for one block at a time, the bits are the same (elementwise operations again).
+
+Every call checks its options (:func:`~timestep_embed.guards.check_options`); eager calls also check
+the values (:func:`~timestep_embed.guards.check_timesteps`). Under ``torch.jit.trace``,
 ``torch.compile``, ``torch.export``, on meta and fake tensors (``guards.graph_mode``), paths 1 and 2
 run as they are, with no data-dependent branch and no value check, exactly like diffusers' function;
 inputs that require grad are checked but always take path 1 or 2, so d/dt is diffusers' d/dt.
@@ -35,21 +39,31 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from .checks import check_bool, check_device, check_int, real_array
 from .conventions import Convention, convention_from_diffusers, resolve_convention
-from .guards import LowPrecisionTimestepWarning, TimestepsLike, as_tensor, check_dim, check_timesteps, graph_mode
+from .guards import (
+    LowPrecisionTimestepWarning,
+    TimestepsLike,
+    as_tensor,
+    cacheable,
+    check_options,
+    check_timesteps,
+    graph_mode,
+    options_bound,
+)
 
+# fmt: off
 __all__ = [
-    "LowPrecisionTimestepWarning",
-    "frequencies",
-    "frequencies_np",
-    "sinusoidal_embedding",
-    "sinusoidal_embedding_np",
-    "distinct_values",
-    "get_timestep_embedding",
+    "LowPrecisionTimestepWarning", "frequencies", "frequencies_np", "sinusoidal_embedding", "sinusoidal_embedding_np",
+    "distinct_values", "get_timestep_embedding",
 ]
+# fmt: on
 
 _DISTINCT_MIN_VALUES = 1 << 13  # smaller outputs are cheaper to compute than to deduplicate
 _DISTINCT_MIN_ROWS = 512  # below, a sort to find distinct values costs more than it saves
+_BLOCK_VALUES = 1 << 16  # output values per row block: a block's temporaries stay in cache
+# smaller outputs are as fast in one pass (scripts/bench_precise.py); float64 temporaries outgrow the cache sooner
+_BLOCK_MIN_VALUES = {False: 1 << 22, True: 1 << 20}
 
 
 # ---------------------------------------------------------------------------------- frequencies
@@ -59,20 +73,37 @@ def _frequencies(half: int, freq_shift: float, max_period: float, dtype: torch.d
     return torch.exp(exponent / (half - freq_shift))
 
 
-_cached_frequencies = lru_cache(maxsize=256)(_frequencies)
+_frequency_cache: dict[tuple, torch.Tensor] = {}
+
+
+def _cached_frequencies(half: int, freq_shift: float, max_period: float, dtype: torch.dtype, device) -> torch.Tensor:
+    """:func:`_frequencies`, kept per (grid, dtype, device). Built outside inference mode and kept only
+    when :func:`~timestep_embed.guards.cacheable`: a tensor made under ``torch.inference_mode()`` would
+    break every later d/dt, one made under a fake-tensor mode every later eager call."""
+    key = (half, freq_shift, max_period, dtype, device)
+    freqs = _frequency_cache.get(key)
+    if freqs is None:
+        with torch.inference_mode(False):
+            freqs = _frequencies(half, freq_shift, max_period, dtype, device)
+        if cacheable(freqs) and len(_frequency_cache) < 256:  # bounded: later grids are computed each call
+            _frequency_cache[key] = freqs
+    return freqs
 
 
 def frequencies(dim: int, freq_shift: float = 0.0, max_period: float = 10000.0, *, device=None, precise=False):
     """Frequencies ``w_k`` [dim // 2]: float32 as diffusers computes them, or float64 (``precise``)."""
-    check_dim(dim, freq_shift)
-    return _frequencies(dim // 2, freq_shift, max_period, torch.float64 if precise else torch.float32, device)
+    conv = Convention(freq_shift=freq_shift, max_period=max_period)  # checks both
+    check_options(dim, conv, precise=check_bool(precise, "precise"))
+    dtype = torch.float64 if precise else torch.float32
+    return _frequencies(dim // 2, conv.freq_shift, conv.max_period, dtype, check_device(device))
 
 
 def frequencies_np(dim: int, freq_shift: float = 0.0, max_period: float = 10000.0) -> np.ndarray:
     """Float64 numpy reference frequencies ``w_k = max_period ** (-k / (h - freq_shift))`` [dim // 2]."""
-    check_dim(dim, freq_shift)
+    conv = Convention(freq_shift=freq_shift, max_period=max_period)  # checks both
+    check_options(dim, conv, torch.float64, precise=True)
     half = dim // 2
-    return np.exp(-math.log(max_period) * np.arange(half, dtype=np.float64) / (half - freq_shift))
+    return np.exp(-math.log(conv.max_period) * np.arange(half, dtype=np.float64) / (half - conv.freq_shift))
 
 
 # -------------------------------------------------------------------------------- the embedding
@@ -99,6 +130,18 @@ def _direct(flat: torch.Tensor, dim: int, conv: Convention, precise: bool, eager
     return torch.nn.functional.pad(emb, (0, 1)) if dim % 2 and pad else emb
 
 
+def _blocks(flat: torch.Tensor, dim: int, conv: Convention, precise: bool, pad: bool, dtype) -> torch.Tensor:
+    """Path 1 or 2 on row blocks, each rounded once into the ``dtype`` output ``[N, width]`` (one pass
+    for a small output)."""
+    n, rows = flat.shape[0], max(1, _BLOCK_VALUES // dim)
+    if n * dim < _BLOCK_MIN_VALUES[precise]:
+        return _direct(flat, dim, conv, precise, True, pad).to(dtype)
+    out = torch.empty(n, dim if pad else 2 * (dim // 2), dtype=dtype, device=flat.device)
+    for start in range(0, n, rows):
+        out[start : start + rows] = _direct(flat[start : start + rows], dim, conv, precise, True, pad)
+    return out
+
+
 def _distinct(flat: torch.Tensor, low: float, high: float) -> tuple[torch.Tensor, torch.Tensor] | None:
     """``(values, index)`` with ``flat == values[index]`` when few values repeat, else None."""
     n = flat.shape[0]
@@ -121,6 +164,8 @@ def distinct_values(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None
     :class:`~timestep_embed.nn.TimestepEmbedder` runs the sinusoid and the MLP on them (per-token
     timesteps ``[B, tokens]``).
     """
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"t must be a torch.Tensor, got {type(t).__name__}")
     if graph_mode(t):  # first: under export even reading the size would specialize a dynamic batch
         return None
     flat = t.reshape(-1)
@@ -130,21 +175,22 @@ def distinct_values(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None
     return _distinct(flat, low, high)
 
 
-def _embed(t: torch.Tensor, value_range, dim: int, conv: Convention, precise: bool, pad: bool) -> torch.Tensor:
-    """[...] -> [..., width] in float32/float64 by paths 1-3 (path 3 only with a ``value_range``)."""
+def _embed(t: torch.Tensor, value_range, dim: int, conv: Convention, precise: bool, pad: bool, dtype) -> torch.Tensor:
+    """[...] -> [..., width] in ``dtype`` by paths 1-3 (path 3 and row blocks only with a ``value_range``)."""
     flat = t if t.dim() == 1 else t.reshape(-1)
     n, eager = flat.shape[0], value_range is not None
     if not eager or t.requires_grad or n * dim < _DISTINCT_MIN_VALUES:
         emb = _direct(flat, dim, conv, precise, eager, pad)
     elif value_range[0] == value_range[1]:  # one timestep for the whole batch
-        emb = _direct(flat[:1], dim, conv, precise, eager, pad)
+        emb = _direct(flat[:1], dim, conv, precise, eager, pad).to(dtype)
         emb = emb.expand(n, emb.shape[-1]).clone()
     else:
         distinct = _distinct(flat, *value_range)
         if distinct is None:
-            emb = _direct(flat, dim, conv, precise, eager, pad)
+            emb = _blocks(flat, dim, conv, precise, pad, dtype)
         else:
-            emb = _direct(distinct[0], dim, conv, precise, eager, pad).index_select(0, distinct[1])
+            emb = _direct(distinct[0], dim, conv, precise, eager, pad).to(dtype).index_select(0, distinct[1])
+    emb = emb if emb.dtype == dtype else emb.to(dtype)  # .to costs a microsecond even when it does nothing
     return emb if t.dim() == 1 else emb.reshape(*t.shape, emb.shape[-1])
 
 
@@ -194,19 +240,18 @@ def sinusoidal_embedding(
     conv = resolve_convention(
         convention, layout=layout, first=first, freq_shift=freq_shift, max_period=max_period, scale=scale, gain=gain
     )
-    check_dim(dim, conv.freq_shift)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating torch.dtype (e.g. torch.float32), got {dtype!r}")
-    precise = bool(precise) or dtype == torch.float64
-    if isinstance(timesteps, torch.Tensor) and graph_mode(timesteps):
-        t, value_range = as_tensor(timesteps, device), None
-    else:
-        t, value_range = check_timesteps(timesteps, conv, precise, device)
-    if scale_in_input_dtype and t.is_floating_point() and conv.scale != 1:
-        # rounded to t's dtype, as Flux does; value_range stays valid (only integers use its bounds)
-        t, conv = conv.scale * t, replace(conv, scale=1.0)
-    emb = _embed(t, value_range, dim, conv, precise, bool(pad_odd))
-    return emb if emb.dtype == dtype else emb.to(dtype)
+    precise = check_bool(precise, "precise") or dtype == torch.float64
+    pad_odd, in_input_dtype = check_bool(pad_odd, "pad_odd"), check_bool(scale_in_input_dtype, "scale_in_input_dtype")
+    t, value_range = as_tensor(timesteps, device), None
+    if graph_mode(t):  # no lru_cache under dynamo (torch 2.2's cannot trace one)
+        check_options(dim, conv, dtype, precise)
+    else:  # an empty batch has no range but is eager all the same: (0, 0)
+        bound = options_bound(dim, conv, dtype, precise)
+        value_range = check_timesteps(t, conv, precise, max_frequency=bound, scale_in_input_dtype=in_input_dtype)
+        value_range = value_range or (0.0, 0.0)
+    if in_input_dtype and t.is_floating_point() and conv.scale != 1:
+        t, conv = conv.scale * t, replace(conv, scale=1.0)  # in t's dtype, as Flux (value_range bounds ints only)
+    return _embed(t, value_range, dim, conv, precise, pad_odd, dtype)
 
 
 def sinusoidal_embedding_np(
@@ -217,7 +262,7 @@ def sinusoidal_embedding_np(
     Written independently of the torch path: plain numpy, concatenation then reordering.
     """
     conv = resolve_convention(convention, **options)
-    t = np.asarray(timesteps, dtype=np.float64)
+    t = real_array(timesteps, "timesteps").astype(np.float64)
     args = conv.scale * (t[..., None] * frequencies_np(dim, conv.freq_shift, conv.max_period))
     first, second = (np.sin(args), np.cos(args)) if conv.first == "sin" else (np.cos(args), np.sin(args))
     first, second = conv.gain * first, conv.gain * second
@@ -241,11 +286,15 @@ def get_timestep_embedding(
     Beyond diffusers: any batch shape ``[...] -> [..., embedding_dim]`` (diffusers asserts 1-D),
     and the eager guards of :func:`sinusoidal_embedding`.
     """
-    traced = isinstance(timesteps, torch.Tensor) and graph_mode(timesteps)  # no lru_cache under dynamo
-    make = convention_from_diffusers if traced else _diffusers_convention
-    return sinusoidal_embedding(
-        timesteps, embedding_dim, make(flip_sin_to_cos, downscale_freq_shift, scale, max_period)
-    )
+    check_int(embedding_dim, "embedding_dim")
+    flags = (flip_sin_to_cos, downscale_freq_shift, scale, max_period)
+    if isinstance(timesteps, torch.Tensor) and graph_mode(timesteps):  # no lru_cache under dynamo
+        return sinusoidal_embedding(timesteps, embedding_dim, convention_from_diffusers(*flags))
+    try:
+        conv = _diffusers_convention(*flags)  # the flags are the cache key
+    except TypeError:  # unhashable flags (a list): the function itself names the one that is wrong
+        conv = convention_from_diffusers(*flags)
+    return sinusoidal_embedding(timesteps, embedding_dim, conv)
 
 
-_diffusers_convention = lru_cache(maxsize=64)(convention_from_diffusers)
+_diffusers_convention = lru_cache(maxsize=64, typed=True)(convention_from_diffusers)  # typed: True is not 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from timestep_embed.analysis import detect_convention, diff_report
+from timestep_embed.analysis.dump import MAX_DIM, MAX_TIMESTEPS, timestep_range
 from timestep_embed.cli import main, parse_timesteps
 from timestep_embed.conventions import PRESETS, Convention
 from timestep_embed.nn import SinusoidalEmbedding
@@ -217,5 +219,36 @@ def test_detect_needs_evidence(emb, t):
 def test_detect_tolerance_must_be_positive():
     emb = sinusoidal_embedding(torch.arange(10.0), 8, "adm").numpy()
     for tol in (-1e-3, 0.0, float("nan")):
-        with pytest.raises(ValueError, match="tol must be a positive number"):
+        with pytest.raises(ValueError, match="tol must be (> 0|finite)"):
             detect_convention(emb, np.arange(10.0), tol=tol)
+
+
+# ---- hostile sizes: refused by name before memory is taken, or read in MAX_ROWS rows
+def test_a_range_of_a_trillion_timesteps_is_refused_before_allocating():
+    with pytest.raises(ValueError, match=r"timesteps: 1,000,000,000,000 values is more than the detector takes"):
+        timestep_range(0, 1e12)
+    assert np.array_equal(timestep_range(0, 10, 0.5), np.arange(0, 10, 0.5))
+    assert timestep_range(0, MAX_TIMESTEPS).size == MAX_TIMESTEPS  # the limit itself is accepted
+
+
+def test_a_large_memory_mapped_dump_is_read_in_a_few_rows(tmp_path):
+    n = 2_000_000  # 128 MB of float32 on disk; the detector reads 2048 of its rows
+    dump = np.lib.format.open_memmap(tmp_path / "emb.npy", mode="w+", dtype=np.float32, shape=(n, 16))
+    for start in range(0, n, 1_000_000):
+        dump[start : start + 1_000_000] = sinusoidal_embedding(
+            torch.arange(start, start + 1_000_000) % 1000, 16
+        ).numpy()
+    dump.flush()
+    del dump
+    emb, t = np.load(tmp_path / "emb.npy", mmap_mode="r"), np.arange(n) % 1000
+    tracemalloc.start()  # numpy reports its allocations to tracemalloc
+    result = detect_convention(emb, t)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert result.matched and "adm" in result.presets
+    assert peak < 16e6  # a float64 copy of the dump alone would be 256 MB
+
+
+def test_a_dump_wider_than_the_detector_takes_is_refused():
+    with pytest.raises(ValueError, match=f"embeddings: {MAX_DIM + 2:,} columns is wider"):
+        detect_convention(np.zeros((4, MAX_DIM + 2), np.float32), np.arange(4))

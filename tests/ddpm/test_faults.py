@@ -20,17 +20,19 @@ import torch
 
 from timestep_embed import files
 from timestep_embed.cli import main
-from timestep_embed.ddpm import checkpoint as ckpt
-from timestep_embed.ddpm.classifier import load_classifier
-from timestep_embed.ddpm.config import ClassifierConfig
-from timestep_embed.ddpm.configfile import ConfigError
-from timestep_embed.ddpm.runfolder import RunFolderBusy
-from timestep_embed.ddpm.train import run_training
+from timestep_embed.ddpm import CheckpointError, ClassifierConfig, ConfigError, load_classifier, run_training
+from timestep_embed.ddpm.checkpoint import load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
 FAST = ["eval.enabled=false", "sample.num_samples=4", "sample.batch_size=4", "sample.steps=3", "train.bf16=false",
         "train.threads=1", "train.steps=4", "train.grid_every=2"]  # fmt: skip
+
+
+def fast(*extra: str) -> list[str]:
+    """FAST with ``extra`` overrides in place of its own for the same keys (a key may be given once)."""
+    keys = {e.partition("=")[0] for e in extra}
+    return [o for o in FAST if o.partition("=")[0] not in keys] + list(extra)
 
 
 def finished_run(tmp_path: Path) -> Path:
@@ -39,23 +41,39 @@ def finished_run(tmp_path: Path) -> Path:
     return run
 
 
-def test_a_live_process_holds_the_folder_and_a_dead_ones_lock_is_taken_over(tmp_path):
+def test_a_live_process_holds_the_folder_and_a_dead_ones_lock_file_is_no_obstacle(tmp_path):
+    run = tmp_path / "run"
+    with files.hold(run / ".lock", "the run"):  # this very process: alive
+        with pytest.raises(files.Busy, match=f"run is in use by process {os.getpid()}"):
+            run_training(SMOKE, run, overrides=FAST, progress=False)
+        assert sorted(p.name for p in run.iterdir()) == [".lock"]  # nothing written
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (run / ".lock").write_text(f"process {dead.stdout.strip()} on {os.uname().nodename}")  # left by a kill
+    assert run_training(SMOKE, run, overrides=FAST, progress=False)["finished"]
+    assert (run / ".lock").is_file()  # never deleted: a deleted lock file would let two processes lock two files
+
+
+def test_two_starts_on_a_folder_with_a_stale_lock_admit_exactly_one(tmp_path):
+    """The lock is the operating system's (it ends with its process), so there is no stale lock to take
+    over, and no window in which two processes both take it over and one deletes the other's."""
     run = tmp_path / "run"
     run.mkdir()
-    (run / ".lock").write_text(f"{os.getpid()} {os.uname().nodename}")  # this very process: alive
-    with pytest.raises(RunFolderBusy, match=f"in use by process {os.getpid()}"):
-        run_training(SMOKE, run, overrides=FAST, progress=False)
-    assert sorted(p.name for p in run.iterdir()) == [".lock"]  # nothing written
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    (run / ".lock").write_text(f"{dead.stdout.strip()} {os.uname().nodename}")  # a process that has exited
-    assert run_training(SMOKE, run, overrides=FAST, progress=False)["finished"]
-    assert not (run / ".lock").exists()
+    (run / ".lock").write_text("process 999999 on a host that is gone")
+    env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "timestep_embed", "train", "--config", SMOKE, "--out-dir", str(run), "--quiet",
+           *fast("train.steps=30")]  # fmt: skip
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in "ab"]
+    results = [(p.wait(timeout=240), p.communicate()[1]) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], results
+    assert "in use by process" in next(err for code, err in results if code == 2)
+    assert json.loads((run / "metrics.json").read_text())["train_steps"] == 30
 
 
 def test_two_runs_on_one_folder_the_second_is_refused(tmp_path):
     env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "timestep_embed", "train", "--config", SMOKE, "--out-dir", str(tmp_path / "run"),
-           "--quiet", *FAST, "train.steps=40"]  # fmt: skip
+           "--quiet", *fast("train.steps=40")]  # fmt: skip
     first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while not (tmp_path / "run" / ".lock").exists() and time.time() < deadline:
@@ -112,11 +130,11 @@ def test_resume_after_an_interruption_during_sampling_does_only_what_is_missing(
 
 def test_resume_with_a_changed_budget_is_stated_and_each_step_is_logged_once(tmp_path, caplog):
     run = tmp_path / "run"
-    run_training(SMOKE, run, overrides=[*FAST, "train.log_every=1"], progress=False, stop_at=3)
+    run_training(SMOKE, run, overrides=fast("train.log_every=1"), progress=False, callback=lambda n, *_: n >= 3)
     with open(run / "log.jsonl", "a") as log:  # steps logged after the checkpoint, before a kill
         log.write(json.dumps({"step": 4, "loss": 1.0}) + "\n")
     with caplog.at_level("WARNING", logger="timestep_embed"):
-        over = [*FAST, "train.log_every=1", "train.steps=6"]
+        over = fast("train.log_every=1", "train.steps=6")
         metrics = run_training(SMOKE, run, overrides=over, progress=False, resume=True)
     assert metrics["train_steps"] == 6 and "--resume with another budget: train.steps 4 -> 6" in caplog.text
     steps = [json.loads(line)["step"] for line in (run / "log.jsonl").read_text().splitlines()]
@@ -128,7 +146,7 @@ def test_resume_that_would_train_another_model_is_refused_before_any_write(tmp_p
     run = finished_run(tmp_path)
     config = (run / "config.yaml").read_bytes()
     with pytest.raises(ConfigError, match="would train another model"):
-        run_training(SMOKE, run, overrides=[*FAST, change], progress=False, resume=True)
+        run_training(SMOKE, run, overrides=fast(change), progress=False, resume=True)
     assert (run / "config.yaml").read_bytes() == config  # the run's own config is untouched
     # an edited config.yaml (shapes that still fit) is caught the same way on a plain --resume
     (run / "config.yaml").write_text((run / "config.yaml").read_text().replace("linear", "cosine"))
@@ -143,9 +161,9 @@ def test_a_folder_that_holds_a_run_is_refused_and_overwrite_clears_it(tmp_path):
         run_training(SMOKE, run, overrides=FAST, progress=False)
     (run / "grid_000999.png").write_bytes(b"old")
     (run / ".checkpoint.safetensors.abc123.tmp").write_bytes(b"x" * 1000)  # left by a kill mid-write
-    run_training(SMOKE, run, overrides=[*FAST, "train.grid_every=0"], progress=False, overwrite=True)
+    run_training(SMOKE, run, overrides=fast("train.grid_every=0"), progress=False, overwrite=True)
     names = {p.name for p in run.iterdir()}
-    assert "grid_000999.png" not in names and not any(n.endswith(".tmp") for n in names) and ".lock" not in names
+    assert "grid_000999.png" not in names and not any(n.endswith(".tmp") for n in names)
 
 
 def test_a_full_disk_is_one_line_on_stderr_and_the_run_survives(tmp_path, monkeypatch, capsys):
@@ -196,12 +214,141 @@ def test_the_cached_evaluator_is_checked_and_retrained_when_its_file_changed(tmp
     config = ClassifierConfig(width=2, epochs=1, feature_dim=8, batch_size=256, negatives=4, max_train=512)
     model, info = load_classifier("builtin", config, tmp_path)
     path = Path(info["cache_file"])
-    tensors, meta = ckpt.load_checkpoint(path)
+    tensors, meta = load_checkpoint(path)
     tensors = {k: v + 1 if v.is_floating_point() else v for k, v in tensors.items()}  # someone else's weights
-    ckpt.save_checkpoint(path, tensors, meta)
+    save_checkpoint(path, tensors, meta)
     with caplog.at_level("WARNING", logger="timestep_embed"):
         again, info2 = load_classifier("builtin", config, tmp_path)
     assert "not trusted" in caplog.text and not info2["cached"]
     for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True):
         assert torch.equal(a, b)
     assert load_classifier("builtin", config, tmp_path)[1]["cached"]  # the rewritten file is trusted
+
+
+def test_resume_redoes_exactly_what_is_missing_or_changed(tmp_path, caplog):
+    run = finished_run(tmp_path)
+    weights = (run / "checkpoint.safetensors").read_bytes()
+    (run / "samples.npy").unlink()  # samples missing: drawn again, the checkpoint untouched
+    with caplog.at_level("INFO", logger="timestep_embed"):
+        run_training(SMOKE, run, overrides=FAST, progress=False, resume=True)
+    assert "nothing left to do" not in caplog.text and np.load(run / "samples.npy").shape[0] == 4
+    assert (run / "checkpoint.safetensors").read_bytes() == weights
+    # another sample count on a resume: new samples, and config.yaml and metrics.json say so
+    metrics = run_training(SMOKE, run, overrides=fast("sample.num_samples=3", "sample.batch_size=3"), progress=False,
+                           resume=True)  # fmt: skip
+    assert np.load(run / "samples.npy").shape[0] == 3 and metrics["config"]["sample"]["num_samples"] == 3
+    assert "num_samples: 3" in (run / "config.yaml").read_text()
+    assert json.loads((run / "metrics.json").read_text())["config"]["sample"]["num_samples"] == 3
+    samples = (run / "samples.npy").read_bytes()
+    (run / "loss_curve.png").unlink()  # only the plot is missing: redrawn, the samples kept
+    run_training(SMOKE, run, overrides=fast("sample.num_samples=3", "sample.batch_size=3"), progress=False, resume=True)
+    assert (run / "loss_curve.png").is_file() and (run / "samples.npy").read_bytes() == samples
+
+
+def test_a_kill_right_after_resume_keeps_the_log(tmp_path):
+    run = tmp_path / "run"
+    run_training(SMOKE, run, overrides=fast("train.log_every=1"), progress=False, callback=lambda n, *_: n >= 3)
+    before = (run / "log.jsonl").read_text()
+    assert [json.loads(line)["step"] for line in before.splitlines()] == [1, 2, 3]
+    code = (  # resume, then die at once (os._exit: no cleanup, no flush), as a SIGKILL would
+        "import os, sys; from timestep_embed.ddpm import run_training\n"
+        f"run_training({SMOKE!r}, {str(run)!r}, overrides=sys.argv[1:], progress=False, resume=True, "
+        "callback=lambda *a: os._exit(9))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, *fast("train.log_every=1")], capture_output=True, timeout=120)
+    assert proc.returncode == 9, proc.stderr[-2000:]
+    steps = [json.loads(line)["step"] for line in (run / "log.jsonl").read_text().splitlines()]
+    assert steps[:3] == [1, 2, 3]  # the history before the kill is all there
+
+
+def test_an_empty_or_current_out_dir_is_never_cleared(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.yaml").write_text("my: own file\n")
+    (tmp_path / "samples.npy").write_bytes(b"mine")
+    for out in ("", "."):
+        assert main(["train", "--config", SMOKE, "--out-dir", out, "--overwrite", "--quiet", *FAST]) == 2
+        assert "out_dir" in capsys.readouterr().err
+    assert (tmp_path / "config.yaml").read_text() == "my: own file\n" and (
+        tmp_path / "samples.npy"
+    ).read_bytes() == b"mine"
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "config.yaml").write_text("not: a run\n")
+    with pytest.raises(FileExistsError, match="no run of timestep-embed"):
+        run_training(SMOKE, folder, overrides=FAST, progress=False, overwrite=True)
+    assert (folder / "config.yaml").read_text() == "not: a run\n"
+
+
+def test_export_into_the_run_folder_is_refused(tmp_path, capsys):
+    run = finished_run(tmp_path)
+    assert main(["export", str(run), "--out", str(run), "--quiet"]) == 2
+    assert "is a run folder" in capsys.readouterr().err
+    assert not (run / "config.json").exists() and not (run / "model.safetensors").exists()
+
+
+def test_raw_and_ema_samples_get_their_own_names_and_one_writer_wins(tmp_path, monkeypatch):
+    from timestep_embed.ddpm import sample_run
+    from timestep_embed.ddpm import trained as trained_module
+
+    run = finished_run(tmp_path)
+    ema, _ = sample_run(run, ["sample.num_samples=2", "sample.steps=2"], progress=False)
+    raw, _ = sample_run(run, ["sample.num_samples=2", "sample.steps=2"], raw=True, progress=False)
+    assert ema.name == "samples-ddpm-2-seed0.npy" and raw.name == "samples-ddpm-2-seed0-raw.npy"
+    real = trained_module.generate
+
+    def another_sampling_finishes_first(model, cfg, rt, progress=False):
+        x = real(model, cfg, rt, progress)
+        files.save_npy(run / "samples-ddpm-3-seed0.npy", np.zeros(1))  # the other process, done meanwhile
+        return x
+
+    monkeypatch.setattr(trained_module, "generate", another_sampling_finishes_first)
+    with pytest.raises(FileExistsError, match="another process wrote it first"):
+        sample_run(run, ["sample.num_samples=2", "sample.steps=3"], progress=False)
+    assert np.load(run / "samples-ddpm-3-seed0.npy").shape == (1,)  # the winner's file, not replaced
+
+
+def test_progress_in_a_log_file_is_a_few_lines(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "timestep_embed", "train", "--config", SMOKE, "--out-dir", str(tmp_path / "r"),
+           *fast("train.steps=60", "sample.steps=20", "train.log_every=1")]  # fmt: skip
+    with open(tmp_path / "log", "w") as log:  # stdout and stderr to a file, as `> log 2>&1`
+        assert subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=300).returncode == 0
+    text = (tmp_path / "log").read_text()
+    assert "\r" not in text and len(text) < 4000 and text.count("\n") < 40, text
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_global_flags_work_before_and_after_the_subcommand(tmp_path, capsys, where):
+    run = finished_run(tmp_path)
+    args = ["sample", str(run), "sample.num_samples=2", "sample.steps=2"]
+    assert main(["--quiet", *args] if where == "before" else [*args, "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    missing = ["sample", str(tmp_path / "nowhere")]
+    with pytest.raises(CheckpointError):  # -v shows the traceback of a user error instead of one line
+        main(["-v", *missing] if where == "before" else [*missing, "-v"])
+
+
+def test_evaluate_a_run_folder_uses_the_runs_own_evaluator(tmp_path, capsys):
+    run = tmp_path / "run"
+    run_training(SMOKE, run, overrides=fast("eval.enabled=true"), progress=False)
+    assert main(["evaluate", str(run), "--out", str(tmp_path / "m.json")]) == 0
+    stored = json.loads((run / "metrics.json").read_text())
+    again = json.loads((tmp_path / "m.json").read_text())
+    assert (
+        again["fd"] == pytest.approx(stored["fd"]) and again["classifier_cache_file"] == stored["classifier_cache_file"]
+    )
+
+
+def test_runs_of_the_previous_version_sample_and_resume(tmp_path):
+    """0.2 stored train.job_minutes and train.threads: auto, which are gone: such runs still load."""
+    run = finished_run(tmp_path)
+    tensors, meta = load_checkpoint(run / "checkpoint.safetensors")
+    meta["config"]["train"].update(job_minutes=12.0, threads="auto")
+    save_checkpoint(run / "checkpoint.safetensors", tensors, meta)
+    text = (run / "config.yaml").read_text().replace("threads: 1", "threads: auto\n  job_minutes: 12.0")
+    (run / "config.yaml").write_text(text)
+    (tmp_path / "old.yaml").write_text(text)
+    assert main(["sample", str(run), "sample.num_samples=2", "sample.steps=2", "--quiet"]) == 0
+    assert run_training("mnist", run, progress=False, resume=True)["train_steps"] == 4
+    with pytest.raises(ConfigError, match="unknown key 'train.job_minutes'"):  # a config of one's own stays strict
+        run_training(tmp_path / "old.yaml", tmp_path / "new", progress=False)

@@ -1,4 +1,5 @@
-"""The training job end to end on the smoke config: run folder, exact --resume, Ctrl-C, bad input, DDP."""
+"""The training run end to end on the smoke config: run folder, exact --resume that redoes what is
+missing, Ctrl-C, the callback, the budget, bad input, DDP."""
 
 import copy
 import json
@@ -15,13 +16,21 @@ import torch
 from torch import nn
 
 from timestep_embed.cli import main
-from timestep_embed.ddpm import checkpoint as ckpt
-from timestep_embed.ddpm import runtime, state
-from timestep_embed.ddpm.config import load_run_config
-from timestep_embed.ddpm.configfile import ConfigError
-from timestep_embed.ddpm.data import DataError
-from timestep_embed.ddpm.sample import describe_sampling
-from timestep_embed.ddpm.train import run_training
+from timestep_embed.ddpm import (
+    CheckpointError,
+    ConfigError,
+    DataError,
+    RunConfig,
+    UNet,
+    adamw,
+    describe_sampling,
+    load_model,
+    run_training,
+    update_ema,
+)
+from timestep_embed.ddpm import checkpoint as checkpoint_file
+from timestep_embed.ddpm import train as train_module
+from timestep_embed.ddpm.runtime import Runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -35,20 +44,26 @@ FAST = [
 ]
 
 
-def test_configs_load_and_the_main_one_is_the_default():
-    main = load_run_config(ROOT / "configs" / "mnist.yaml")
-    assert main.train.minutes is not None and main.sample.num_samples == 500
-    assert load_run_config(None) == main  # the dataclass defaults are the main config (no file needed)
-    assert load_run_config(SMOKE).train.steps == 20
+def fast(*extra: str) -> list[str]:
+    """FAST with ``extra`` overrides in place of its own for the same keys (a key may be given once)."""
+    keys = {e.partition("=")[0] for e in extra}
+    return [o for o in FAST if o.partition("=")[0] not in keys] + list(extra)
+
+
+def test_configs_load_and_the_default_one_is_the_defaults():
+    default = RunConfig.load(ROOT / "configs" / "mnist.yaml")
+    assert default.train.minutes is not None and default.sample.num_samples == 500
+    assert RunConfig.load(None) == default == RunConfig()  # the dataclass defaults are the default run
+    assert RunConfig.load(SMOKE).train.steps == 20
 
 
 def test_the_caption_names_the_noise_scale_where_a_sampler_adds_noise():
-    assert "noise x0.95, seed 0" in describe_sampling(load_run_config(None))  # the main job's ancestral steps
-    assert "noise x" not in describe_sampling(load_run_config(None, ["sample.noise_scale=1"]))
+    assert "noise x0.95, seed 0" in describe_sampling(RunConfig.load(None))  # the default run's ancestral steps
+    assert "noise x" not in describe_sampling(RunConfig.load(None, ["sample.noise_scale=1"]))
     ode = ["sample.sampler=dpm++2m", "sample.spacing=karras"]  # adds no noise: the scale does not apply
-    assert "noise x" not in describe_sampling(load_run_config(None, ode))
+    assert "noise x" not in describe_sampling(RunConfig.load(None, ode))
     assert "noise x0.9," in describe_sampling(
-        load_run_config(None, ["sample.sampler=ddim", "sample.eta=1", "sample.noise_scale=0.9"])
+        RunConfig.load(None, ["sample.sampler=ddim", "sample.eta=1", "sample.noise_scale=0.9"])
     )
 
 
@@ -80,13 +95,13 @@ def test_smoke_pipeline_writes_the_run_folder(tmp_path):
 
 
 def _weights(run: Path) -> dict:
-    tensors, meta = ckpt.load_checkpoint(run / "checkpoint.safetensors")
+    tensors, meta = checkpoint_file.load_checkpoint(run / "checkpoint.safetensors")
     return {k: v for k, v in tensors.items() if k.startswith(("model.", "ema.", "optim."))}, meta
 
 
 def test_resume_is_exact(tmp_path):
     straight = run_training(SMOKE, tmp_path / "a", overrides=FAST, progress=False)
-    first = run_training(SMOKE, tmp_path / "b", overrides=FAST, progress=False, stop_at=10)
+    first = run_training(SMOKE, tmp_path / "b", overrides=FAST, progress=False, callback=lambda step, *_: step >= 10)
     assert first["train_steps"] == 10 and not first["finished"]
     resumed = run_training(SMOKE, tmp_path / "b", overrides=FAST, progress=False, resume=True)
     assert straight["train_steps"] == resumed["train_steps"] == 20
@@ -111,7 +126,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
 
     metrics = run_training(SMOKE, tmp_path / "r", InterruptAt(), FAST, progress=False)
     assert metrics["interrupted"] and metrics["train_steps"] == 5
-    assert ckpt.load_checkpoint(tmp_path / "r" / "checkpoint.safetensors")[1]["step"] == 5
+    assert checkpoint_file.read_metadata(tmp_path / "r" / "checkpoint.safetensors")["step"] == 5
     assert not (tmp_path / "r" / "samples.npy").exists()
 
 
@@ -132,13 +147,13 @@ def test_bad_config_is_a_clear_error_and_writes_nothing(tmp_path):
 
 def test_existing_run_and_corrupt_checkpoint_are_not_overwritten(tmp_path):
     run = tmp_path / "r"
-    run_training(SMOKE, run, overrides=[*FAST, "train.steps=2"], progress=False)
+    run_training(SMOKE, run, overrides=fast("train.steps=2"), progress=False)
     file = run / "checkpoint.safetensors"
     good = file.read_bytes()
     with pytest.raises(FileExistsError, match="--resume"):
         run_training(SMOKE, run, overrides=FAST, progress=False)
     file.write_bytes(good[: len(good) // 2])  # truncated, as by a crash outside our atomic writer
-    with pytest.raises(ckpt.CheckpointError, match="truncated"):
+    with pytest.raises(CheckpointError, match="truncated"):
         run_training(SMOKE, run, overrides=FAST, progress=False, resume=True)
     assert file.read_bytes() == good[: len(good) // 2]
     assert main(["sample", str(file)]) == 2
@@ -148,12 +163,10 @@ WORKER = textwrap.dedent("""
     import sys, torch
     from pathlib import Path
     from safetensors.torch import save_file
-    from timestep_embed.ddpm.config import load_run_config
+    from timestep_embed.ddpm import RunConfig, UNet, train_loop
     from timestep_embed.ddpm.runtime import setup, cleanup
-    from timestep_embed.ddpm.train import train_loop
-    from timestep_embed.ddpm.unet import UNet
     out = Path(sys.argv[2])
-    cfg = load_run_config(sys.argv[1], sys.argv[3:])
+    cfg = RunConfig.load(sys.argv[1], sys.argv[3:])
     rt = setup("cpu", False)
     torch.manual_seed(0)
     model = UNet(cfg.model)
@@ -193,32 +206,24 @@ def test_ddp_two_cpu_processes_keep_identical_weights(tmp_path):
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k
-    assert ckpt.load_checkpoint(tmp_path / "checkpoint.safetensors")[1]["step"] == 4  # written by rank 0
+    assert checkpoint_file.read_metadata(tmp_path / "checkpoint.safetensors")["step"] == 4  # written by rank 0
     assert any(not torch.equal(v, torch.zeros_like(v)) for k, v in a.items() if "conv2" in k)  # it trained
 
 
-def test_job_cap_stops_training_early_to_leave_time_for_sampling(tmp_path):
-    over = [*FAST, "train.steps=null", "train.minutes=5", "train.job_minutes=0.001"]
-    metrics = run_training(SMOKE, tmp_path / "r", overrides=over, progress=False)
-    # the cap applies once 20 step times are known (their median projects the sampling time)
-    assert metrics["finished"] and metrics["train_steps"] == 20 and (tmp_path / "r" / "samples.npy").exists()
-
-
-def test_job_cap_counts_time_the_step_clock_does_not_see(monkeypatch):
-    """A paused virtual machine stops ``perf_counter`` but not the user's clock: the cap follows the latter."""
-    cfg = load_run_config(SMOKE, ["train.steps=null", "train.minutes=10", "train.job_minutes=12"])
+def test_a_time_budget_runs_on_the_wall_clock(monkeypatch):
+    """``train.minutes`` counts the wall clock since training began (plus what a resumed run had used),
+    so a paused machine or time spent outside the steps (grids, checkpoints) is counted too."""
+    cfg = RunConfig.load(SMOKE, ["train.minutes=10"])
     now = [1000.0]
-    monkeypatch.setattr(state, "job_clock", lambda: now[0])
-    budget = state.Budget(cfg, runtime.setup("cpu", False), 0.0, job_start=now[0])
-    for _ in range(20):
-        budget.add(0.01)
-    assert not budget.done(20)
-    now[0] += 11.6 * 60  # 24 s left: more than sampling (~0.1 s here) + the 15 s kept for evaluation
-    budget.add(0.01)
-    assert not budget.done(21)
-    now[0] += 0.2 * 60  # 12 s left: less than sampling + 15 s
-    budget.add(0.01)
-    assert budget.done(22)
+    monkeypatch.setattr(train_module.time, "time", lambda: now[0])
+    budget = train_module.Budget(cfg.train, Runtime.create("cpu", False), elapsed=120.0)
+    assert budget.progress(0) == pytest.approx(0.2)
+    now[0] += 240
+    assert budget.progress(5) == pytest.approx(0.6) and budget.elapsed == pytest.approx(360)
+    now[0] += 240
+    assert budget.progress(6) >= 1
+    steps = train_module.Budget(RunConfig.load(SMOKE).train, Runtime.create("cpu", False), 0.0)
+    assert steps.progress(10) == 0.5 and steps.progress(20) == 1.0
 
 
 def test_the_training_optimizer_is_fused_and_takes_the_same_steps():
@@ -227,7 +232,7 @@ def test_the_training_optimizer_is_fused_and_takes_the_same_steps():
     nets = [nn.Sequential(nn.Linear(6, 5), nn.SiLU(), nn.Linear(5, 3)) for _ in range(2)]
     nets[1].load_state_dict(nets[0].state_dict())
     start = nets[0][0].weight.detach().clone()
-    fused = state.adamw(nets[0].parameters(), 1e-2, weight_decay=0.1, betas=(0.9, 0.99))
+    fused = adamw(nets[0].parameters(), 1e-2, weight_decay=0.1, betas=(0.9, 0.99))
     plain = torch.optim.AdamW(nets[1].parameters(), lr=1e-2, weight_decay=0.1, betas=(0.9, 0.99))
     assert fused.defaults["fused"] and not plain.defaults["fused"]
     for _ in range(10):
@@ -240,37 +245,13 @@ def test_the_training_optimizer_is_fused_and_takes_the_same_steps():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     assert (nets[0][0].weight - start).abs().max() > 1e-2  # the steps moved the weights
     ema = copy.deepcopy(nets[0]).requires_grad_(False)
-    state.update_ema(ema, nets[0], 5, 0.999)  # outside autograd: no graph grows across steps
+    update_ema(ema, nets[0], 5, 0.999)  # outside autograd: no graph grows across steps
     assert not any(p.requires_grad or p.grad_fn for p in ema.parameters())
 
 
-def test_thread_tuner_keeps_the_faster_count(monkeypatch):
-    distributed = runtime
-    monkeypatch.setattr(distributed.os, "cpu_count", lambda: 2)
-    before = torch.get_num_threads()
-    try:
-        tuner = distributed.ThreadTuner("auto", probe=2, period=1e9)
-        for _ in range(8):  # one thread is 5x faster here, as on a busy shared CPU
-            tuner.step(0.1 if torch.get_num_threads() == 1 else 0.5)
-        assert tuner.current == 1 and torch.get_num_threads() == 1
-        for _ in range(2):  # the load changes: one thread becomes 10x slower -> re-probe at once
-            tuner.step(1.0)
-        assert tuner.current == 2
-        fixed = distributed.ThreadTuner(1)
-        fixed.step(9.0)
-        assert torch.get_num_threads() == 1
-        with pytest.raises(ValueError, match="train.threads = 0"):
-            distributed.ThreadTuner(0)
-    finally:
-        torch.set_num_threads(before)
-
-
 def test_export_writes_the_ema_weights_and_they_sample_the_same(tmp_path):
-    from timestep_embed.ddpm.checkpoint import load_model
-    from timestep_embed.ddpm.unet import UNet
-
     run = tmp_path / "run"
-    run_training(SMOKE, run, overrides=[*FAST, "train.steps=3"], progress=False)
+    run_training(SMOKE, run, overrides=fast("train.steps=3"), progress=False)
     assert main(["export", str(run), "--out", str(tmp_path / "ema"), "--quiet"]) == 0
     assert sorted(p.name for p in (tmp_path / "ema").iterdir()) == ["config.json", "model.safetensors"]
     assert (tmp_path / "ema" / "model.safetensors").stat().st_size < (run / "checkpoint.safetensors").stat().st_size / 3

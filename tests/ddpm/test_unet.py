@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from timestep_embed.ddpm.config import UNetConfig
+from timestep_embed.ddpm import UNetConfig
 from timestep_embed.ddpm.unet import AttentionBlock, ResBlock, UNet, count_parameters
 
 TINY = UNetConfig(channels=(16, 32), num_res_blocks=1, emb_dim=32)
@@ -70,7 +70,7 @@ def test_presets_build():
     for cfg in (UNetConfig(), UNetConfig(image_size=32, channels=(64, 128))):
         model = UNet(cfg)
         assert model(torch.randn(1, 1, cfg.image_size, cfg.image_size), torch.tensor([5])).shape[-1] == cfg.image_size
-    assert 0.8e6 < count_parameters(UNet(UNetConfig())) < 0.95e6  # the 0.87M the docs state for the main job
+    assert 0.8e6 < count_parameters(UNet(UNetConfig())) < 0.95e6  # the 0.87M the docs state for the default run
 
 
 def test_every_residual_branch_and_the_output_are_zero_at_init():

@@ -175,7 +175,7 @@ def test_fourier_fixed_vs_learnable():
 def test_fourier_rejects_bad_arguments():
     with pytest.raises(ValueError, match="dim must be an even int"):
         FourierEmbedding(7)
-    with pytest.raises(ValueError, match="first must be 'sin' or 'cos'"):
+    with pytest.raises(ValueError, match=r"first must be one of \['cos', 'sin'\], got 'tan'"):
         FourierEmbedding(8, first="tan")
 
 
@@ -216,7 +216,7 @@ def test_mlp_loads_diffusers_timestep_embedding_both_ways(act, post_act, cond_di
 def test_mlp_errors():
     with pytest.raises(ValueError, match="act must be one of"):
         TimestepMLP(4, 8, act="tanhh")
-    with pytest.raises(ValueError, match="hidden_dim must be a positive int"):
+    with pytest.raises(ValueError, match="hidden_dim must be an int >= 1"):
         TimestepMLP(4, 0)
     with pytest.raises(ValueError, match="no cond_proj"):
         TimestepMLP(4, 8)(torch.zeros(1, 4), torch.zeros(1, 3))
@@ -256,7 +256,7 @@ def test_embedder_fourier_and_errors():
         TimestepEmbedder(64, time_input="seconds")
     with pytest.raises(ValueError, match="convention must be one of"):
         TimestepEmbedder(64, convention="adn")
-    with pytest.raises(ValueError, match="emb_dim must be a positive int"):
+    with pytest.raises(ValueError, match="emb_dim must be an int >= 1"):
         TimestepEmbedder(0)
 
 

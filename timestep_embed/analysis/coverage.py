@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import check_bool, check_real
 from ..conventions import Convention, resolve_convention
 from ..guards import check_dim
 from ..sinusoidal import frequencies_np
@@ -74,11 +75,11 @@ def frequency_coverage(
     if ends.size != 2 or not ends[1] > ends[0]:
         raise ValueError(f"t_range must be (t_min, t_max) with t_max > t_min, got {t_range!r}")
     t_min, t_max = float(ends[0]), float(ends[1])
-    step = (t_max - t_min) / 1000 if step is None else float(step)
-    if not step > 0:
-        raise ValueError(f"step must be > 0 (the spacing of the fed values), got {step!r}")
-    if not (fraction > 0 and 0 <= max_slow_share <= 1):
-        raise ValueError(f"need fraction > 0 and 0 <= max_slow_share <= 1, got {fraction!r}, {max_slow_share!r}")
+    step = (t_max - t_min) / 1000 if step is None else check_real(step, "step", positive=True)
+    fraction = check_real(fraction, "fraction", positive=True)
+    if not 0 <= check_real(max_slow_share, "max_slow_share") <= 1:
+        raise ValueError(f"max_slow_share must be in [0, 1] (a share of the frequencies), got {max_slow_share!r}")
+    warn = check_bool(warn, "warn")
     conv = resolve_convention(convention)
     check_dim(dim, conv.freq_shift)
     freqs = frequencies_np(dim, conv.freq_shift, conv.max_period)

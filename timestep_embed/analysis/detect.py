@@ -19,8 +19,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
+from ..checks import check_real
 from ..conventions import PRESETS, Convention
 from ..sinusoidal import frequencies_np
+from .dump import read_dump
 
 __all__ = ["Detection", "detect_convention"]
 
@@ -113,38 +115,6 @@ def _gain(emb: np.ndarray) -> float:
     return gain if spread < 1e-3 and abs(gain - 1) > 1e-3 else 1.0
 
 
-def _to_float64(values) -> tuple[np.ndarray, float]:
-    """float64 numpy copy and the storage precision (machine epsilon) of the values as given."""
-    if isinstance(values, torch.Tensor):
-        eps = torch.finfo(values.dtype).eps if values.dtype.is_floating_point else 0.0
-        return values.detach().cpu().double().numpy(), float(eps)
-    array = np.asarray(values)
-    eps = float(np.finfo(array.dtype).eps) if array.dtype.kind == "f" else 0.0
-    return array.astype(np.float64), eps
-
-
-def _as_matrix(source, timesteps):
-    """(embeddings [N, dim] float64, timesteps [N] float64, storage epsilon of the embeddings)."""
-    if callable(source):
-        t = np.arange(1000, dtype=np.float64) if timesteps is None else np.asarray(timesteps, np.float64)
-        try:
-            out = source(torch.from_numpy(t).float())
-        except Exception:  # noqa: BLE001 - some implementations only take integer steps
-            out = source(torch.from_numpy(t).long())
-        emb, eps = _to_float64(out)
-    else:
-        if timesteps is None:
-            raise ValueError("timesteps are required with an embedding matrix: the t of every row")
-        (emb, eps), t = _to_float64(source), np.asarray(timesteps, dtype=np.float64).reshape(-1)
-    if emb.ndim != 2 or emb.shape[1] < 2:
-        raise ValueError(f"embeddings must be [N, dim] with dim >= 2, got shape {emb.shape}")
-    if emb.shape[0] != t.shape[0]:
-        raise ValueError(f"embeddings have {emb.shape[0]} rows but timesteps has {t.shape[0]} values")
-    if not np.isfinite(emb).all():
-        raise ValueError("embeddings contain NaN or inf (diffusers gives NaN for dim=2 with freq_shift=1)")
-    return emb, t, eps
-
-
 def _grid_search(emb, t, tol_for):
     if emb.shape[0] > 1024:  # the grid only has to tell candidates apart: fewer rows suffice
         pick = np.linspace(0, emb.shape[0] - 1, 1024).round().astype(int)
@@ -219,8 +189,9 @@ def detect_convention(source, timesteps=None, *, tol: float = 1e-3) -> Detection
     """Identify layout, order, freq_shift, max_period and scale of sinusoidal embeddings.
 
     Args:
-        source: ``[N, dim]`` array/tensor of embeddings, or a callable ``t [N] -> [N, dim]``
-            (called with float32 timesteps, or int64 if floats raise).
+        source: ``[N, dim]`` array/tensor of embeddings (a memory map too: at most 2048 rows spread
+            over it are read, see :mod:`timestep_embed.analysis.dump`), or a callable
+            ``t [n] -> [n, dim]`` (called with float32 timesteps, or int64 if floats raise).
         timesteps: the ``[N]`` timesteps of the rows (default for a callable: 0..999).
         tol: max abs residual that counts as a match, plus the float32 argument error
             ``3e-7 * max|scale * t|`` (capped at 0.5: float32 implementations differ from
@@ -230,18 +201,14 @@ def detect_convention(source, timesteps=None, *, tol: float = 1e-3) -> Detection
         :class:`Detection`. ``freq_shift`` and ``max_period`` are only jointly identifiable
         (``ln(max_period) / (h - freq_shift)``); the grid prefers max_period 10000.
     """
-    if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
-        raise ValueError(f"tol must be a positive number, got {tol!r}")
-    emb, t, eps = _as_matrix(source, timesteps)
+    tol = check_real(tol, "tol", positive=True)
+    emb, t, eps = read_dump(source, timesteps)
     distinct = np.unique(t)
     if len(distinct) < MIN_TIMESTEPS or not distinct.any():
         raise ValueError(
             f"not enough data: {len(distinct)} distinct timestep(s) {distinct[:4].tolist()}; the detector needs at "
             f"least {MIN_TIMESTEPS} distinct ones, not all zero (every convention is [1, 0, ...] patterns at t = 0)"
         )
-    if emb.shape[0] > 2048:  # enough rows to decide; keeps the search fast
-        pick = np.linspace(0, emb.shape[0] - 1, 2048).round().astype(int)
-        emb, t = emb[pick], t[pick]
     h, notes = emb.shape[1] // 2, []
     t_max = float(np.abs(t).max(initial=0.0))
     gain = _gain(emb)

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..conventions import Convention, layout_permutation, resolve_convention
+from ..checks import check_real, real_array
+from ..conventions import PRESETS, Convention, layout_permutation, resolve_convention
+from ..guards import check_dim
 from ..sinusoidal import sinusoidal_embedding
 from .detect import MIN_TIMESTEPS, Detection, detect_convention
 
@@ -67,16 +69,19 @@ class DiffReport:
         )
 
 
-def _as_callable(impl, dim: int):
+def _as_callable(impl, dim: int, name: str):
     if callable(impl) and not isinstance(impl, (str, Convention)):
         return impl
+    if not isinstance(impl, Convention) and not (isinstance(impl, str) and impl in PRESETS):
+        raise ValueError(
+            f"{name} must be a callable t -> [N, dim], a preset name {sorted(PRESETS)} or a Convention, got {impl!r}"
+        )
     conv = resolve_convention(impl)
     return lambda t: sinusoidal_embedding(t, dim, conv)
 
 
 def _evaluate(fn, t: torch.Tensor) -> np.ndarray:
-    out = fn(t)
-    return out.detach().cpu().double().numpy() if isinstance(out, torch.Tensor) else np.asarray(out, np.float64)
+    return real_array(fn(t), "the output of an implementation").astype(np.float64)
 
 
 def diff_report(impl_a, impl_b, timesteps, dim: int, *, tol: float = 1e-4) -> DiffReport:
@@ -91,8 +96,12 @@ def diff_report(impl_a, impl_b, timesteps, dim: int, *, tol: float = 1e-4) -> Di
         dim: embedding width.
         tol: entries that differ by more count as different.
     """
-    t = torch.as_tensor(np.asarray(timesteps, dtype=np.float32)).reshape(-1)
-    fa, fb = _as_callable(impl_a, dim), _as_callable(impl_b, dim)
+    t = torch.from_numpy(real_array(timesteps, "timesteps").astype(np.float32)).reshape(-1)
+    if t.numel() == 0 or not torch.isfinite(t).all():
+        raise ValueError(f"timesteps must hold at least one value, all finite in float32, got {timesteps!r}")
+    check_dim(dim)
+    tol = check_real(tol, "tol", minimum=0)
+    fa, fb = _as_callable(impl_a, dim, "impl_a"), _as_callable(impl_b, dim, "impl_b")
     a, b = _evaluate(fa, t), _evaluate(fb, t)
     if a.shape != b.shape:
         raise ValueError(f"the implementations return different shapes: {a.shape} vs {b.shape}")
@@ -132,8 +141,12 @@ def embedding_causes(a: np.ndarray, b: np.ndarray, timesteps, tol: float = 1e-4)
     Detects each matrix's convention (``timesteps`` needs 4 distinct values for that) and names the
     fields that differ; else looks for a pure column permutation (any number of timesteps).
     """
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    t = np.asarray(timesteps, np.float64).reshape(-1)
+    a, b = real_array(a, "a").astype(np.float64), real_array(b, "b").astype(np.float64)
+    t = real_array(timesteps, "timesteps").astype(np.float64).reshape(-1)
+    if a.ndim != 2 or a.shape != b.shape or a.shape[0] != t.shape[0]:
+        raise ValueError(
+            f"a and b must be [N, dim] of the same shape, N = {t.shape[0]} timesteps; got {a.shape}, {b.shape}"
+        )
     dim = a.shape[-1]
     causes: list[str] = []
     da: Detection | None = None

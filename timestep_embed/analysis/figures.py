@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..checks import check_int
 from ..conventions import Convention, resolve_convention
 from ..files import save_figure
 from ..nn.time_input import time_input
@@ -36,6 +37,7 @@ def new_figure(width: float, height: float):
 
 
 DIM_POS = ("dimension (column)", "position p")
+MAX_POSITIONS, MAX_DIM = 5000, 8192  # a [5000, 5000] similarity matrix is 200 MB of float64
 T_T = ("timestep t", "timestep t")
 
 
@@ -191,8 +193,13 @@ def make_figures(
     """Write the figures ``names`` (default: all of :data:`FIGURES` and ``"time_mlp"``) as
     ``out_dir/<name>.png``; ``time_mlp`` is drawn only when an ``embedder`` module is given (with
     ``embedder_title`` in its heading). Returns the paths written."""
-    if isinstance(positions, bool) or not isinstance(positions, int) or positions < 300:
-        raise ValueError(f"positions must be an int >= 300, got {positions!r}")
+    check_int(positions, "positions", 300), check_int(dpi, "dpi"), check_int(dim, "dim")
+    if positions > MAX_POSITIONS or dim > MAX_DIM:  # the similarity figure is [positions, positions]
+        raise ValueError(
+            f"figures draw at most {MAX_POSITIONS} positions and {MAX_DIM} dims, got {positions} and {dim}"
+        )
+    if isinstance(names, str):
+        raise TypeError(f"names must be a list of figure names, got the string {names!r}")
     names = [*FIGURES, "time_mlp"] if names is None else list(names)
     unknown = [n for n in names if n not in FIGURES and n != "time_mlp"]
     if unknown:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..checks import check_choice, check_int, check_real, real_array
 from ..sinusoidal import sinusoidal_embedding_np
 from .properties import uniqueness
 
@@ -61,13 +62,12 @@ NAIVE_SCHEMES: dict[str, tuple[str, Callable[[np.ndarray, int], np.ndarray]]] = 
 
 def naive_embedding(name: str, positions, length: int | None = None) -> np.ndarray:
     """Scheme ``name`` at integer ``positions [N]`` (default length: max position + 1) -> [N, d]."""
-    if name not in NAIVE_SCHEMES:
-        raise ValueError(f"scheme must be one of {sorted(NAIVE_SCHEMES)}, got {name!r}")
-    p = np.asarray(positions).reshape(-1)
+    check_choice(name, "scheme", NAIVE_SCHEMES)
+    p = real_array(positions, "positions").reshape(-1)
     if p.dtype.kind not in "iu" or (p.size and p.min() < 0):
         raise ValueError(f"positions must be non-negative integers, got dtype {p.dtype}")
-    length = int(p.max()) + 1 if length is None else length
-    if not isinstance(length, int) or length < 1 or (p.size and p.max() >= length):
+    length = int(p.max()) + 1 if length is None else check_int(length, "length")
+    if p.size and p.max() >= length:
         raise ValueError(f"length must be an int > every position, got {length!r}")
     return NAIVE_SCHEMES[name][1](p, length)
 
@@ -81,7 +81,8 @@ def scheme_properties(name: str, n_positions: int = 1000, tol: float = 1e-4, tol
     p, least squares, so ``M_k = M^k``), ``length_free`` (E(p) unchanged when the length doubles), and
     ``fails``: where each property breaks, in words.
     """
-    p = np.arange(n_positions)
+    p = np.arange(check_int(n_positions, "n_positions", 2))
+    tol, tol_exact = check_real(tol, "tol", minimum=0), check_real(tol_exact, "tol_exact", minimum=0)
     emb = naive_embedding(name, p, n_positions)
     fails = []
     # bounded: compare the largest entry at this length and at 10x the length

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..checks import check_choice, check_int, check_real, real_array
 from ..conventions import Convention, resolve_convention
 from ..guards import check_dim
 from ..sinusoidal import frequencies_np, sinusoidal_embedding, sinusoidal_embedding_np
@@ -47,8 +48,8 @@ def angular_frequencies(dim: int, conv: Convention) -> np.ndarray:
 
 
 def positions_array(values, name: str) -> np.ndarray:
-    """``values`` as a float64 array of any shape; ValueError naming ``name`` unless all finite."""
-    array = np.asarray(values, dtype=np.float64)
+    """``values`` as a float64 array of any shape; TypeError/ValueError naming ``name`` unless finite numbers."""
+    array = real_array(values, name).astype(np.float64)
     if not np.all(np.isfinite(array)):
         raise ValueError(f"{name} must be finite real numbers, got {values!r}")
     return array
@@ -64,8 +65,7 @@ def embed(positions, dim: int, convention: str | Convention = "adm", *, precisio
     conv = resolve_convention(convention)
     if precision == "float64":
         return sinusoidal_embedding_np(p, dim, conv)
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    check_choice(precision, "precision", PRECISIONS)
     out = sinusoidal_embedding(
         torch.from_numpy(p), dim, conv, dtype=torch.float32, precise=precision == "float32_precise"
     )
@@ -130,17 +130,17 @@ def uniqueness(embeddings, positions=None, tol: float = 1e-3, *, max_rows: int =
     matrix in row blocks; every pair that could be the minimum or a collision within the Gram
     matrix's rounding error is then recomputed from direct float64 differences.
     """
-    emb = np.asarray(embeddings, dtype=np.float64)
+    emb = positions_array(embeddings, "embeddings")
+    max_rows = check_int(max_rows, "max_rows", 2)
+    tol = check_real(tol, "tol", minimum=0)
     if emb.ndim == 1:
         emb = emb[:, None]
     if emb.ndim != 2 or not 2 <= emb.shape[0] <= max_rows:
         raise ValueError(f"embeddings must be [N, d] with 2 <= N <= {max_rows}, got shape {emb.shape}")
     n = emb.shape[0]
-    labels = np.arange(n) if positions is None else np.asarray(positions).reshape(-1)
+    labels = np.arange(n) if positions is None else real_array(positions, "positions").reshape(-1)
     if labels.shape[0] != n:
         raise ValueError(f"positions must have one label per row ({n}), got {labels.shape[0]}")
-    if not tol >= 0:
-        raise ValueError(f"tol must be >= 0, got {tol!r}")
     sq = (emb**2).sum(-1)
     slack = 1e-12 * max(1.0, float(sq.max())) * emb.shape[1]  # bound on the Gram rounding error
     exact = lambda i, j: np.sqrt(((emb[i] - emb[j]) ** 2).sum(-1))  # noqa: E731
@@ -170,8 +170,8 @@ def position_uniqueness(
     """:func:`uniqueness` of the positions ``0 .. n_positions - 1`` of a sinusoid in O(N h), not O(N^2 h):
     the distance of two positions depends on their offset only (:func:`distance_by_offset`), so the
     closest pair and the first collision are ``(0, d)`` for the smallest such offset d."""
-    if isinstance(n_positions, bool) or not isinstance(n_positions, int) or n_positions < 2:
-        raise ValueError(f"n_positions must be an int >= 2, got {n_positions!r}")
+    check_int(n_positions, "n_positions", 2)
+    tol = check_real(tol, "tol", minimum=0)
     dist = np.concatenate(
         [
             distance_by_offset(np.arange(lo, min(lo + 4096, n_positions)), dim, convention)
@@ -228,7 +228,7 @@ def rotation_matrix(k: float, dim: int, convention: str | Convention = "adm") ->
     ``M_a M_b = M_{a+b}``.
     """
     conv = resolve_convention(convention)
-    phase = float(positions_array(k, "k")) * angular_frequencies(dim, conv)
+    phase = check_real(k, "k") * angular_frequencies(dim, conv)
     m = np.zeros((dim, dim))
     for j, a in enumerate(phase):
         i_s, i_c = conv.column_of("sin", j, dim), conv.column_of("cos", j, dim)
@@ -241,7 +241,7 @@ def rotation_matrix(k: float, dim: int, convention: str | Convention = "adm") ->
 
 def rotation_error(p, k: float, dim: int, convention: str | Convention = "adm", *, precision: str = "float64") -> float:
     """Max |PE(p + k) - M_k PE(p)| over ``p [...]``, embeddings at ``precision``, M_k float64."""
-    p = positions_array(p, "p")
+    p, k = positions_array(p, "p"), check_real(k, "k")
     shifted = embed(p + k, dim, convention, precision=precision)
     rotated = embed(p, dim, convention, precision=precision) @ rotation_matrix(k, dim, convention).T
     return float(np.max(np.abs(shifted - rotated)))

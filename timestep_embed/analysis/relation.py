@@ -13,16 +13,16 @@ import math
 import numpy as np
 import torch
 
+from ..checks import real_array
+
 __all__ = ["relate"]
 
 _KNOWN_FACTORS = (1000.0, 1e-3, 999.0, 1 / 999.0, 4.0, 0.25)
 _ROUNDINGS = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def _as_float64(values) -> np.ndarray:
-    if isinstance(values, torch.Tensor):
-        return values.detach().cpu().double().numpy().reshape(-1)
-    return np.asarray(values, dtype=np.float64).reshape(-1)
+def _as_float64(values, name: str) -> np.ndarray:
+    return real_array(values, name).astype(np.float64).reshape(-1)
 
 
 def _close(x: np.ndarray, y: np.ndarray) -> bool:
@@ -75,7 +75,7 @@ def relate(reference, candidate) -> str | None:
     bfloat16"``, ``"reference = candidate rounded to float16"`` ... (the first map that fits; fitted
     constants are printed to 6 digits).
     """
-    a, b = _as_float64(reference), _as_float64(candidate)
+    a, b = _as_float64(reference, "reference"), _as_float64(candidate, "candidate")
     if a.shape != b.shape:
         raise ValueError(f"reference and candidate differ in size: {a.size} vs {b.size}")
     if a.size == 0 or np.array_equal(a, b):

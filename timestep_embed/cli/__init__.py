@@ -2,8 +2,8 @@
 
 Thin: it parses, calls one library function per subcommand, and prints. Every failure a user can
 cause or meet ends with one line on stderr and exit code 2 (bad input, missing file or device, full
-disk); 1 means "detect found no match", 130 "interrupted". ``TIMESTEP_EMBED_DEBUG=1`` shows the
-traceback instead.
+disk); 1 means "detect found no match", 130 "interrupted". ``-v`` / ``--verbose`` (or the environment
+variable ``TIMESTEP_EMBED_DEBUG=1``) shows the traceback instead, and debug messages.
 """
 
 from __future__ import annotations
@@ -15,21 +15,30 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from ..analysis.detect import detect_convention
-from ..analysis.figures import FIGURES, make_figures
-from ..ddpm.checkpoint import CheckpointError, export_run
-from ..ddpm.config import ClassifierConfig, load_run_config
-from ..ddpm.configfile import ConfigError, config_to_dict, dump_yaml
-from ..ddpm.data import DataError
-from ..ddpm.evaluate import evaluate_samples, format_report
-from ..ddpm.plots import plot_run_time_mlp
-from ..ddpm.sample import sample_run
-from ..ddpm.train import run_training
+from ..analysis.dump import timestep_range
+from ..analysis.figures import FIGURES, make_figures, plot_time_mlp
+from ..ddpm import (
+    CheckpointError,
+    ClassifierConfig,
+    ConfigError,
+    DataError,
+    RunConfig,
+    evaluate_samples,
+    export_run,
+    format_report,
+    load_model,
+    run_training,
+    sample_run,
+    score,
+)
+from ..ddpm.schema import dump_yaml
+from ..ddpm.trained import run_config
 from ..files import atomic_write_bytes, load_npy
 from ..interop.compare import run_comparison, summary, to_markdown, write_report
 from .parser import build_parser
@@ -40,31 +49,21 @@ USER_ERRORS = (ConfigError, CheckpointError, DataError, ValueError, TypeError, O
 
 # ---------------------------------------------------------------------------------- commands
 def _train(args) -> int:
+    overrides = [*args.overrides, *([f"train.device={args.device}"] if args.device else [])]
     if args.print_config:
-        print(dump_yaml(config_to_dict(load_run_config(args.config, args.overrides))), end="")
+        print(dump_yaml(RunConfig.load(args.config, overrides).to_dict()), end="")
         return 0
-    try:
-        metrics = run_training(
-            args.config,
-            args.out_dir,
-            overrides=args.overrides,
-            resume=args.resume,
-            overwrite=args.overwrite,
-            progress=not args.quiet,
-        )
-    except KeyboardInterrupt:  # after training (Ctrl-C during training returns normally, checkpoint saved)
-        where = f" --out-dir {args.out_dir}" if args.out_dir else ""
-        log.warning(
-            "interrupted after training: the checkpoint is complete; `timestep-embed train --resume%s` "
-            "samples and evaluates it",
-            where,
-        )
-        return 130
+    metrics = run_training(
+        args.config, args.out_dir, overrides=overrides, resume=args.resume, overwrite=args.overwrite,
+        progress=not args.quiet,
+    )  # fmt: skip
     if metrics.get("interrupted"):
         log.warning(
             "stopped at step %d; continue with --resume --out-dir %s", metrics["train_steps"], metrics["out_dir"]
         )
         return 130
+    if int(os.environ.get("RANK", "0")) > 0:  # the other ranks of torchrun: rank 0 reports
+        return 0
     if "fd" in metrics:
         print(format_report(metrics))
     print(f"run folder: {metrics['out_dir']}")
@@ -73,32 +72,31 @@ def _train(args) -> int:
 
 def _sample(args) -> int:
     bf16: bool | str = {"on": True, "off": False}.get(args.bf16, "auto")
-    npy, png, seconds = sample_run(
-        args.run,
-        args.overrides,
-        args.out,
-        raw=args.raw,
-        device=args.device,
-        bf16=bf16,
-        overwrite=args.overwrite,
-        progress=not args.quiet,
-    )
-    print(f"samples in {seconds:.1f} s -> {npy}, {png}")
+    t0 = time.perf_counter()
+    npy, png = sample_run(
+        args.run, args.overrides, args.out, raw=args.raw, device=args.device or "auto", bf16=bf16,
+        overwrite=args.overwrite, progress=not args.quiet,
+    )  # fmt: skip
+    print(f"samples in {time.perf_counter() - t0:.1f} s -> {npy}, {png}")
     return 0
 
 
-def _load_npy(path: str, what: str) -> np.ndarray:
+def _load_npy(path: str, what: str, mmap_mode=None) -> np.ndarray:
     if not Path(path).is_file():
         raise FileNotFoundError(f"{what} file not found: {path}")
-    return load_npy(path)
+    return load_npy(path, mmap_mode)
 
 
 def _evaluate(args) -> int:
-    config = ClassifierConfig(width=args.classifier_width, epochs=args.classifier_epochs, seed=args.classifier_seed)
-    samples = _load_npy(args.samples, "samples")
-    metrics = evaluate_samples(
-        samples, config, args.data, args.cache_dir, references=not args.no_references, progress=not args.quiet
-    )
+    if Path(args.samples).is_dir():  # a run folder: its samples, scored by the run's own evaluator
+        cfg = run_config(args.samples)
+        metrics = score(cfg, _load_npy(str(Path(args.samples) / "samples.npy"), "samples"), not args.no_references)
+    else:
+        config = ClassifierConfig(width=args.classifier_width, epochs=args.classifier_epochs, seed=args.classifier_seed)
+        samples = _load_npy(args.samples, "samples")
+        metrics = evaluate_samples(
+            samples, config, args.data, args.cache_dir, references=not args.no_references, progress=not args.quiet
+        )
     print(format_report(metrics))
     if args.out:
         atomic_write_bytes(args.out, (json.dumps(metrics, indent=2) + "\n").encode())
@@ -107,8 +105,7 @@ def _evaluate(args) -> int:
 
 
 def _compare(args) -> int:
-    torch.set_num_threads(args.threads)
-    rows = run_comparison(args.presets, args.dims, args.n, args.budget, progress=not args.quiet)
+    rows = run_comparison(args.presets, args.dims, args.n, progress=not args.quiet)
     print(to_markdown(rows))
     print(summary(rows))
     md, js = write_report(rows, args.out)
@@ -119,7 +116,7 @@ def _compare(args) -> int:
 def parse_timesteps(spec: str) -> np.ndarray:
     """``T.npy`` (any shape, flattened) or ``start:stop[:step]`` (``numpy.arange``), float64."""
     if spec.endswith(".npy"):
-        return _load_npy(spec, "timesteps").reshape(-1).astype(np.float64)
+        return _load_npy(spec, "timesteps", mmap_mode="r").reshape(-1)
     parts = spec.split(":")
     try:
         numbers = [float(p) for p in parts]
@@ -127,11 +124,12 @@ def parse_timesteps(spec: str) -> np.ndarray:
         numbers = []
     if len(parts) not in (2, 3) or len(numbers) != len(parts) or (len(numbers) == 3 and numbers[2] == 0):
         raise ValueError(f"--timesteps must be a .npy file or start:stop[:step] with a non-zero step, got {spec!r}")
-    return np.arange(*numbers, dtype=np.float64)
+    return timestep_range(*numbers)  # refuses more than MAX_TIMESTEPS values before allocating
 
 
 def _detect(args) -> int:
-    result = detect_convention(_load_npy(args.embeddings, "embeddings"), parse_timesteps(args.timesteps), tol=args.tol)
+    embeddings = _load_npy(args.embeddings, "embeddings", mmap_mode="r")  # detect reads 2048 rows of it
+    result = detect_convention(embeddings, parse_timesteps(args.timesteps), tol=args.tol)
     if args.json:
         data = dataclasses.asdict(result)
         print(json.dumps(data, indent=2))
@@ -151,7 +149,11 @@ def _figures(args) -> int:
         names=[n for n in names if n != "time_mlp"] if names else list(FIGURES),
     )
     if args.checkpoint is not None and (names is None or "time_mlp" in names):
-        paths.append(plot_run_time_mlp(args.checkpoint, args.out / "time_mlp.png", dpi=args.dpi))
+        model, cfg = load_model(args.checkpoint)
+        title = f"trained: {args.checkpoint} (EMA weights)"
+        png = args.out / "time_mlp.png"
+        steps = cfg.diffusion.num_timesteps
+        paths.append(plot_time_mlp(model.time_embedder.cpu(), png, num_timesteps=steps, title=title, dpi=args.dpi))
     for path in paths:
         print(path)
     if args.checkpoint is None:
@@ -195,7 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     handler = logging.StreamHandler(sys.stderr)  # the package's messages, one a line, on stderr
     handler.setFormatter(logging.Formatter("%(message)s"))
     log.addHandler(handler)
-    log.setLevel(logging.WARNING if args.quiet else logging.INFO)
+    verbose = args.verbose or bool(os.environ.get("TIMESTEP_EMBED_DEBUG"))
+    log.setLevel(logging.DEBUG if verbose else logging.WARNING if args.quiet else logging.INFO)
+    if int(os.environ.get("RANK", "0")) > 0:  # under torchrun, rank 0 speaks for all
+        log.setLevel(logging.ERROR)
     previous = _stop_on_sigterm()
     try:
         return COMMANDS[args.command](args)
@@ -203,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"timestep-embed {args.command}: interrupted", file=sys.stderr)
         return 130
     except USER_ERRORS as exc:
-        if os.environ.get("TIMESTEP_EMBED_DEBUG"):
+        if verbose:
             raise
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"timestep-embed {args.command}: error: {message[:2000]}", file=sys.stderr)

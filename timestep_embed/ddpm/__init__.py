@@ -1,5 +1,72 @@
 """A small DDPM on MNIST that trains on a laptop CPU: UNet, diffusion math, samplers, data, configs,
 checkpoints, the training loop, sampling, the evaluator and the run's plots.
 
-Nothing outside this package (and the CLI) imports it: the library works without it.
+Nothing outside this package (and the CLI) imports it: the library works without it. Its public names
+are re-exported here, so code that uses it does not depend on the file layout::
+
+    from timestep_embed.ddpm import RunConfig, run_training, load_model, generate, score
 """
+
+from ..files import Busy
+from .checkpoint import CheckpointError
+from .classifier import ClassifierConfig, load_classifier
+from .config import (
+    DEFAULT_CONFIG,
+    DataConfig,
+    DiffusionConfig,
+    EvalConfig,
+    RunConfig,
+    SampleConfig,
+    TrainConfig,
+    describe_keys,
+    shipped_configs,
+)
+from .data import DataError, load_mnist
+from .diffusion import Schedule, make_schedule, schedule_from_config, training_loss
+from .evaluate import evaluate_samples, format_report, frechet_distance, score
+from .runtime import Runtime
+from .schema import ConfigError
+from .train import Callback, adamw, run_training, train_loop, update_ema
+from .trained import describe_sampling, export_run, generate, load_model, run_config, sample_run
+from .unet import UNet, UNetConfig
+
+__all__ = [
+    "RunConfig",
+    "DataConfig",
+    "UNetConfig",
+    "DiffusionConfig",
+    "TrainConfig",
+    "SampleConfig",
+    "EvalConfig",
+    "ClassifierConfig",
+    "DEFAULT_CONFIG",
+    "describe_keys",
+    "shipped_configs",
+    "ConfigError",
+    "CheckpointError",
+    "DataError",
+    "Busy",
+    "UNet",
+    "Runtime",
+    "Schedule",
+    "make_schedule",
+    "schedule_from_config",
+    "training_loss",
+    "generate",
+    "describe_sampling",
+    "load_mnist",
+    "load_classifier",
+    "evaluate_samples",
+    "score",
+    "frechet_distance",
+    "format_report",
+    "Callback",
+    "adamw",
+    "update_ema",
+    "train_loop",
+    "run_training",
+    "run_config",
+    "load_model",
+    "export_run",
+    "sample_run",
+]

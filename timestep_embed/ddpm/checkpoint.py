@@ -1,59 +1,54 @@
-"""Checkpoints as safetensors: tensors only, the config and metadata as JSON, written atomically.
+"""A training run's checkpoint: one safetensors file, tensors only, the config and counters as JSON.
 
-Nothing is ever unpickled: a checkpoint cannot carry code. The layout of one file:
+Nothing is ever unpickled: a checkpoint cannot carry code. ``RUN/checkpoint.safetensors`` holds
 
-* tensors: any flat ``{name: Tensor}``; by convention model weights under ``model.``, the EMA copy
-  under ``ema.``, the optimizer's tensors under ``optim.`` (see :func:`flatten_optimizer_state`),
-  RNG states as uint8 tensors under ``rng.``;
-* metadata: one JSON document (the resolved config, the step, the optimizer's non-tensor state...)
-  stored in the safetensors header under the key ``timestep_embed``.
+* tensors ``model.*`` (the raw weights), ``ema.*`` (the EMA weights: what sampling uses),
+  ``optim.state.<param>.<name>`` (AdamW's moments and step, see :func:`flatten_optimizer_state`),
+  ``rng.generator`` (the generator behind batches, t and noise) and ``rng.torch`` (the global RNG);
+* metadata: one JSON document under the header key ``timestep_embed``: ``{"config": <RunConfig as a
+  dict>, "step", "elapsed_s", "optimizer": <param groups and non-tensor state>, "generator_device",
+  "versions"}``.
 
-Writes go through :func:`timestep_embed.files.atomic_write_bytes`: a crash at any moment leaves
-either the old file or the new one, never a torn one. :func:`load_model` is the one reader of a
-run's weights (sampling, figures, export all use it).
+Restoring all of it (:func:`load_training_state`) makes ``--resume`` continue bit-exactly (with a
+step budget, on the CPU). Writes are atomic (``timestep_embed.files.atomic_write_bytes``): a crash at
+any moment leaves the old file or the new one. Every read goes through the one strict reader,
+``timestep_embed.files.load_safetensors``, which refuses truncated, padded or non-safetensors files
+with a :class:`CheckpointError` naming the file.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import struct
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
-from ..files import PRETRAINED_CONFIG, atomic_write_bytes, load_pretrained, safetensors_torch
-from .config import RunConfig, load_run_config
-from .configfile import ConfigError
-from .unet import UNet
+from ..files import CheckpointError, atomic_write_bytes, load_safetensors, read_safetensors_header, safetensors_torch
+from ..files import versions as package_versions
 
 __all__ = [
     "CheckpointError",
     "RUN_CHECKPOINT",
     "save_checkpoint",
-    "read_header",
     "load_checkpoint",
     "read_metadata",
-    "load_model",
-    "export_run",
     "with_prefix",
     "strip_prefix",
     "flatten_optimizer_state",
     "unflatten_optimizer_state",
+    "save_training_state",
+    "load_training_state",
 ]
 
 META_KEY = "timestep_embed"
 RUN_CHECKPOINT = "checkpoint.safetensors"  # the file a training run keeps in its folder
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint file is missing, truncated or corrupt; the message names the file."""
-
-
 def save_checkpoint(path: str | os.PathLike, tensors: dict[str, torch.Tensor], metadata: dict | None = None) -> Path:
     """Save ``tensors`` (any dtypes, moved to CPU) and JSON-able ``metadata`` to ``path`` atomically."""
-
     bad = [k for k, v in tensors.items() if not isinstance(v, torch.Tensor)]
     if bad:
         raise TypeError(f"tensors[{bad[0]!r}] is a {type(tensors[bad[0]]).__name__}, not a Tensor; put it in metadata")
@@ -66,70 +61,33 @@ def save_checkpoint(path: str | os.PathLike, tensors: dict[str, torch.Tensor], m
     return atomic_write_bytes(path, safetensors_torch().save(flat, metadata={META_KEY: meta_json}))
 
 
-def read_header(path: str | os.PathLike, data: bytes | None = None) -> dict:
-    """The parsed safetensors JSON header of ``path``, validated against the file size."""
-    path = Path(path)
-    if data is None:
-        if not path.is_file():
-            raise CheckpointError(f"checkpoint not found: {path}")
-        data = path.read_bytes()
-    if len(data) < 8:
-        raise CheckpointError(f"{path}: truncated or not a safetensors file ({len(data)} bytes)")
-    (n,) = struct.unpack("<Q", data[:8])
-    if data[8:9] != b"{":  # a safetensors header is a JSON object right after its 8-byte length
-        raise CheckpointError(f"{path}: not a safetensors file (no JSON header after the first 8 bytes)")
-    if n > len(data) - 8:
-        raise CheckpointError(f"{path}: truncated: the header claims {n} bytes, only {len(data) - 8} follow")
+def _metadata(path: Path, header_metadata: dict) -> dict:
     try:
-        header = json.loads(data[8 : 8 + n])
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path}: corrupt safetensors header ({exc})") from exc
-    if not isinstance(header, dict):
-        raise CheckpointError(f"{path}: corrupt safetensors header (not a JSON object)")
-    try:
-        end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
-    except (KeyError, TypeError, IndexError, ValueError) as exc:
-        raise CheckpointError(f"{path}: corrupt safetensors header (a tensor entry without data_offsets)") from exc
-    if 8 + n + end != len(data):
-        what = "truncated" if 8 + n + end > len(data) else "has trailing bytes"
-        raise CheckpointError(f"{path}: {what}: the header describes {8 + n + end} bytes, the file holds {len(data)}")
-    return header
+        meta = json.loads(header_metadata.get(META_KEY, "{}"))
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise CheckpointError(f"{path}: corrupt metadata JSON ({type(exc).__name__})") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{path}: corrupt metadata JSON (not an object)")
+    return meta
 
 
 def read_metadata(path: str | os.PathLike) -> dict:
-    """The metadata of a checkpoint (the JSON part) without reading its tensors into tensors."""
-    header = read_header(path)
-    try:
-        return json.loads((header.get("__metadata__") or {}).get(META_KEY, "{}"))
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{path}: corrupt metadata JSON ({exc})") from exc
+    """The metadata of a checkpoint (the JSON part), reading only the file's header."""
+    return _metadata(Path(path), read_safetensors_header(path).get("__metadata__") or {})
 
 
 def load_checkpoint(
     path: str | os.PathLike, device: str | torch.device = "cpu"
 ) -> tuple[dict[str, torch.Tensor], dict]:
-    """Load ``(tensors, metadata)`` from a file written by :func:`save_checkpoint` (any safetensors
-    file works; its metadata is then ``{}``). Raises :class:`CheckpointError` naming the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint not found: {path}")
-    data = path.read_bytes()
-    header = read_header(path, data)
-    try:
-        tensors = safetensors_torch().load(data)
-    except Exception as exc:  # safetensors' SafetensorError is not exported in a stable place
-        raise CheckpointError(f"{path}: corrupt safetensors file ({exc})") from exc
-    meta_json = (header.get("__metadata__") or {}).get(META_KEY, "{}")
-    try:
-        metadata = json.loads(meta_json)
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{path}: corrupt metadata JSON ({exc})") from exc
+    """``(tensors, metadata)`` of a file written by :func:`save_checkpoint` (any safetensors file works;
+    its metadata is then ``{}``). Raises :class:`CheckpointError` naming the file."""
+    tensors, header_metadata = load_safetensors(path)
     if str(device) != "cpu":
         tensors = {k: v.to(device) for k, v in tensors.items()}
-    return tensors, metadata
+    return tensors, _metadata(Path(path), header_metadata)
 
 
-# ----------------------------------------------------------------------------- helpers
+# ----------------------------------------------------------------------------- state dicts
 def with_prefix(state: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
     """``{"w": t}`` -> ``{prefix + "w": t}`` (e.g. a model's state_dict under ``"ema."``)."""
     return {prefix + k: v for k, v in state.items()}
@@ -175,39 +133,55 @@ def unflatten_optimizer_state(tensors: dict[str, torch.Tensor], meta: dict, pref
     return {"state": state, "param_groups": meta["param_groups"]}
 
 
-def load_model(path: str | os.PathLike, time_embedder=None, ema: bool = True, device="cpu") -> tuple[UNet, RunConfig]:
-    """``(UNet in eval mode, RunConfig)`` from a run folder, its ``checkpoint.safetensors``, or a
-    folder written by :func:`export_run`.
+# ----------------------------------------------------------------------------- training state
+def save_training_state(
+    path: str | os.PathLike,
+    config: dict,
+    model: nn.Module,
+    ema: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    generator: torch.Generator,
+    step: int,
+    elapsed: float,
+) -> Path:
+    """Everything ``--resume`` needs, in one file (the layout is in the module docstring); ``config``:
+    the run's config as a dict (``RunConfig.to_dict()``)."""
+    opt_tensors, opt_meta = flatten_optimizer_state(optimizer.state_dict())
+    tensors = {
+        **with_prefix(model.state_dict(), "model."),
+        **with_prefix(ema.state_dict(), "ema."),
+        **opt_tensors,
+        "rng.generator": generator.get_state(),
+        "rng.torch": torch.get_rng_state(),
+    }
+    meta = {
+        "config": config,
+        "step": step,
+        "elapsed_s": elapsed,
+        "optimizer": opt_meta,
+        "generator_device": str(generator.device),
+        "versions": package_versions(),
+    }
+    return save_checkpoint(path, tensors, meta)
 
-    ``ema``: the EMA weights (what sampling uses) or the raw ones (run checkpoints only).
-    ``time_embedder``: as in :class:`~timestep_embed.ddpm.unet.UNet` (its state must match the checkpoint's).
-    """
-    path = Path(path)
-    if path.is_dir() and (path / PRETRAINED_CONFIG).is_file() and time_embedder is None:
-        config, _ = load_pretrained(path, "UNet")
-        if not config.get("run"):
-            raise CheckpointError(f"{path}: an exported UNet without its run config cannot be sampled from")
-        return UNet.from_pretrained(path).to(device), load_run_config(config["run"])
-    file = path / RUN_CHECKPOINT if path.is_dir() else path
-    tensors, meta = load_checkpoint(file)
-    if "config" not in meta:
-        raise CheckpointError(f"{file}: no training config in its metadata (not written by timestep-embed train)")
+
+def load_training_state(
+    path: str | os.PathLike,
+    model: nn.Module,
+    ema: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    generator: torch.Generator,
+) -> tuple[int, float]:
+    """Restore what :func:`save_training_state` wrote into these objects; returns (step, elapsed seconds).
+    The optimizer's tensors follow its parameters' device."""
+    tensors, meta = load_checkpoint(path)
     try:
-        cfg = load_run_config(meta["config"])
-    except ConfigError as exc:
-        raise CheckpointError(f"{file}: its stored config is invalid: {exc}") from exc
-    model = UNet(cfg.model, time_embedder)
-    prefix = "ema." if ema else "model."
-    try:
-        model.load_state_dict(strip_prefix(tensors, prefix))
-    except RuntimeError as exc:
-        raise CheckpointError(f"{file}: the {prefix!r} weights do not fit the stored model config: {exc}") from exc
-    return model.to(device).eval(), cfg
-
-
-def export_run(run: str | os.PathLike, out: str | os.PathLike) -> Path:
-    """The EMA weights of a run as a pretrained folder (``config.json`` with the run's config and the
-    versions, ``model.safetensors``): a fraction of the run checkpoint, which also holds the raw
-    weights, the optimizer and the RNG state. ``UNet.from_pretrained(out)`` and :func:`load_model` read it."""
-    model, cfg = load_model(run, ema=True)
-    return model.save_pretrained(out, run_config=cfg)
+        model.load_state_dict(strip_prefix(tensors, "model."))
+        ema.load_state_dict(strip_prefix(tensors, "ema."))
+        optimizer.load_state_dict(unflatten_optimizer_state(tensors, meta["optimizer"]))
+        generator.set_state(tensors["rng.generator"])
+        step, elapsed = int(meta["step"]), float(meta["elapsed_s"])
+    except (KeyError, RuntimeError, ValueError, TypeError) as exc:
+        raise CheckpointError(f"{path}: does not match this run's model and config ({exc})") from exc
+    torch.set_rng_state(tensors["rng.torch"])
+    return step, elapsed

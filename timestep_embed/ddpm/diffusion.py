@@ -20,12 +20,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import torch
 
 Model = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-PREDICTIONS = ("eps", "v", "flow")
-SPACINGS = ("evenly", "leading", "trailing")
+Prediction = Literal["eps", "v", "flow"]  # what the model outputs: noise, velocity v, or the flow u = eps - x0
+ScheduleName = Literal["linear", "cosine"]  # Ho et al. 2020 / Nichol & Dhariwal 2021
+IndexSpacing = Literal["evenly", "leading", "trailing"]  # which of the T steps a sampler visits
+Sampler = Literal["ddpm", "ddim", "dpm++2m", "heun", "euler"]  # ddpm/samplers.py and ddpm/solvers.py
+Spacing = Literal["evenly", "leading", "trailing", "karras"]  # karras: noise levels, for KARRAS_SAMPLERS only
+PREDICTIONS, SCHEDULES, SPACINGS = get_args(Prediction), get_args(ScheduleName), get_args(IndexSpacing)
+SAMPLERS = get_args(Sampler)
+KARRAS_SAMPLERS = ("dpm++2m", "heun")  # the samplers that take noise levels, not step indices
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: tensors have no single truth value
@@ -119,8 +126,8 @@ def make_schedule(
     t_i = (i + 1) / T; the model is fed ``1000 * t_i`` (float), and :func:`training_loss` draws
     t ~ U(1/T, 1) instead of an index.
     """
-    if schedule not in ("linear", "cosine"):
-        raise ValueError(f"schedule={schedule!r} is not one of ('linear', 'cosine')")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule={schedule!r} is not one of {SCHEDULES}")
     if not isinstance(num_timesteps, int) or num_timesteps < 1:
         raise ValueError(f"num_timesteps={num_timesteps!r} must be a positive int")
     T = num_timesteps  # noqa: N806
@@ -201,6 +208,23 @@ def randn(shape, generator: torch.Generator | None, like: torch.Tensor) -> torch
     return torch.randn(shape, generator=generator, device=device, dtype=like.dtype).to(like.device)
 
 
+def draw_timesteps(
+    schedule: Schedule, batch: int, generator: torch.Generator | None, device, lognormal: tuple[float, float] | None
+) -> torch.Tensor:
+    """Training's noise levels, int64 [batch] indices of a discrete ``schedule``: uniform over the T steps
+    (Ho et al. Algorithm 1) when ``lognormal`` is None, else log-normal in sigma = sqrt((1 - abar) /
+    abar), ln sigma ~ N(mean, std^2) (Karras et al. 2022, "EDM", sec. 5: mean -1.2, std 1.2), each draw
+    taken to the step whose ln sigma is nearest."""
+    if lognormal is None:
+        return torch.randint(0, schedule.T, (batch,), generator=generator, device=device)
+    mean, std = lognormal
+    log_sigma = mean + std * torch.randn(batch, generator=generator, device=device, dtype=torch.float64)
+    table = (0.5 * ((1 - schedule.alphas_cumprod) / schedule.alphas_cumprod).log()).to(device)  # ascending
+    upper = torch.searchsorted(table, log_sigma).clamp(1, schedule.T - 1)
+    nearer_lower = (log_sigma - table[upper - 1]) < (table[upper] - log_sigma)
+    return torch.where(nearer_lower, upper - 1, upper)
+
+
 def training_loss(
     model: Model,
     x0: torch.Tensor,
@@ -209,6 +233,7 @@ def training_loss(
     generator: torch.Generator | None = None,
     prediction: str = "eps",
     min_snr_gamma: float | None = None,
+    lognormal: tuple[float, float] | None = None,
     t: torch.Tensor | None = None,
     noise: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -218,7 +243,8 @@ def training_loss(
     :func:`flow_matching_loss` (the schedule is not used). Per-sample MSE over pixels, then the batch mean, in float32.
     ``min_snr_gamma``: Min-SNR-gamma weighting (Hang et al. 2023): w = min(SNR, gamma) / SNR for eps and
     min(SNR, gamma) / (SNR + 1) for v. Continuous schedules draw t ~ U(1/T, 1) (``t`` then holds floats).
-    ``t`` and ``noise`` may be passed to make the draw explicit (tests, resume).
+    ``lognormal``: (mean, std) of ln sigma to draw t from instead (:func:`draw_timesteps`; discrete
+    schedules). ``t`` and ``noise`` may be passed to make the draw explicit (tests, resume).
     """
     if prediction not in PREDICTIONS:
         raise ValueError(f"prediction={prediction!r} is not one of {PREDICTIONS}")
@@ -227,7 +253,7 @@ def training_loss(
     B, dev = x0.shape[0], generator.device if generator is not None else x0.device  # noqa: N806
     if schedule.continuous is None:
         if t is None:
-            t = torch.randint(0, schedule.T, (B,), generator=generator, device=dev)
+            t = draw_timesteps(schedule, B, generator, dev, lognormal)
         abar, t_model = schedule.alphas_cumprod[t.cpu()], schedule.time_for_model(t.cpu())
     else:
         if t is None:

@@ -23,11 +23,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .classifier import classify, load_classifier
-from .config import ClassifierConfig
+from .classifier import ClassifierConfig, classify, load_classifier
 from .data import crop_to_28, load_mnist
 
-__all__ = ["frechet_distance", "prepare_samples", "evaluate_samples", "format_report"]
+__all__ = ["frechet_distance", "prepare_samples", "evaluate_samples", "score", "format_report"]
 
 
 def frechet_distance(a: torch.Tensor | np.ndarray, b: torch.Tensor | np.ndarray) -> float:
@@ -111,14 +110,36 @@ def evaluate_samples(
     return result
 
 
+def score(cfg, samplings, references: bool = True, progress: bool = False) -> dict:
+    """A run's scores with its own evaluator settings (``cfg``: a ``RunConfig``: its classifier and data
+    source). ``samplings``: one set of samples, or several (one per sampling seed): ``fd``,
+    ``confidence`` and ``entropy`` are then the means over the sets, ``*_spread`` their max - min, and
+    ``samplings`` lists each set's scores; the references (``real_*``, ``noise_*``) are computed once."""
+    sets = [samplings] if isinstance(samplings, (torch.Tensor, np.ndarray)) else list(samplings)
+    each = [
+        evaluate_samples(x, cfg.eval.classifier, cfg.data.source, references=references and not i, progress=progress)
+        for i, x in enumerate(sets)
+    ]
+    result = dict(each[0])
+    for key in ("fd", "confidence", "entropy"):
+        values = [e[key] for e in each]
+        result[key], result[f"{key}_spread"] = sum(values) / len(values), max(values) - min(values)
+    result["samplings"] = [{k: e[k] for k in ("fd", "confidence", "entropy", "class_histogram")} for e in each]
+    return result
+
+
 def format_report(m: dict) -> str:
-    """A small table: samples, real-vs-real and noise rows (those present in ``m``)."""
-    rows = [(name, prefix) for name, prefix in (("samples", ""), ("real_vs_real", "real_"), ("noise", "noise_"))]
+    """A small table: samples (each sampling and their mean, when there are several), real-vs-real and
+    noise rows (those present in ``m``)."""
+    each = m.get("samplings", [])
+    rows = [(f"sampling {k + 1}", s) for k, s in enumerate(each)] if len(each) > 1 else []
+    rows.append(("samples" if len(each) < 2 else f"mean of {len(each)}", m))
+    rows += [(name, {k[len(p) :]: v for k, v in m.items() if k.startswith(p)}) for name, p in
+             (("real_vs_real", "real_"), ("noise", "noise_")) if p + "fd" in m]  # fmt: skip
     lines = [f"{'':14}{'N':>6}{'Frechet dist.':>15}{'confidence':>12}{'class entropy':>15}"]
     lines += [
-        f"{name:14}{m['num_samples']:>6}{m[p + 'fd']:>15.2f}{m[p + 'confidence']:>12.3f}{m[p + 'entropy']:>15.3f}"
-        for name, p in rows
-        if p + "fd" in m
+        f"{name:14}{m['num_samples']:>6}{r['fd']:>15.2f}{r['confidence']:>12.3f}{r['entropy']:>15.3f}"
+        for name, r in rows
     ]
     lines.append(
         f"(entropy max ln 10 = 2.303; evaluator held-out accuracy {m['classifier_accuracy']:.2%}"

@@ -1,4 +1,4 @@
-"""A run's pictures: sample grids with a caption, the loss curve, the trained time embedding.
+"""A run's pictures: sample grids with a caption and the loss curve.
 
 Drawn on matplotlib's Agg canvas (:func:`~timestep_embed.analysis.figures.new_figure`: no display, no
 pyplot state) and written atomically.
@@ -7,15 +7,15 @@ pyplot state) and written atomically.
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import numpy as np
 
-from ..analysis.figures import new_figure, plot_time_mlp
+from ..analysis.figures import new_figure
 from ..files import save_figure
-from .checkpoint import load_model
 
-__all__ = ["grid_image", "save_grid_png", "save_loss_curve", "plot_run_time_mlp"]
+__all__ = ["grid_image", "save_grid_png", "save_loss_curve"]
 
 
 def grid_image(samples, nrow: int = 10) -> np.ndarray:
@@ -32,15 +32,22 @@ def grid_image(samples, nrow: int = 10) -> np.ndarray:
 
 def save_grid_png(samples, path, nrow: int = 10, caption: str = "", zoom: int = 2) -> Path:
     """A PNG of ``samples`` [N, 1, H, W] in [-1, 1] (white digits on black, as MNIST), ``zoom``
-    screen pixels per image pixel, with ``caption`` above the grid."""
+    screen pixels per image pixel, with ``caption`` above the grid, wrapped onto as many lines as the
+    grid's width needs."""
     grid = grid_image(samples, nrow)
-    dpi = 100
-    fig = new_figure(grid.shape[1] * zoom / dpi, grid.shape[0] * zoom / dpi + (0.35 if caption else 0.0))
-    ax = fig.add_subplot()
+    dpi, points = 100, 7.0
+    width, height = grid.shape[1] * zoom / dpi, grid.shape[0] * zoom / dpi  # inches
+    # 0.6 em a character is wider than DejaVu Sans on average (digits 0.64 em, lowercase ~0.55, space
+    # 0.32), so a wrapped line stays inside the figure.
+    lines = textwrap.wrap(caption, max(12, int(0.95 * width * 72 / (0.6 * points))))
+    head = (len(lines) * 1.25 * points + 5) / 72 if lines else 0.0
+    fig = new_figure(width, height + head)
+    fig.set_layout_engine("none")  # the grid fills the width pixel for pixel; the caption band sits above
+    ax = fig.add_axes((0, 0, 1, height / (height + head)))
     ax.imshow((grid + 1) / 2, cmap="gray", vmin=0, vmax=1, interpolation="nearest")
     ax.set_axis_off()
-    if caption:
-        ax.set_title(caption, fontsize=7)
+    if lines:
+        fig.text(0.5, 1 - 2.5 / 72 / (height + head), "\n".join(lines), ha="center", va="top", fontsize=points)
     return save_figure(fig, path, dpi)
 
 
@@ -62,12 +69,3 @@ def save_loss_curve(log_path, png_path, ylabel: str = "training loss (MSE)") -> 
     ax.grid(alpha=0.3)
     ax.legend()
     return save_figure(fig, png_path, 120)
-
-
-def plot_run_time_mlp(run, png_path, dpi: int = 110) -> Path:
-    """The time embedding of a trained run (EMA weights) after its MLP (see
-    :func:`~timestep_embed.analysis.figures.plot_time_mlp`)."""
-    model, cfg = load_model(run)
-    title = f"trained: {Path(run)} (EMA weights)"
-    steps = cfg.diffusion.num_timesteps
-    return plot_time_mlp(model.time_embedder, png_path, num_timesteps=steps, title=title, dpi=dpi)

@@ -1,38 +1,36 @@
-"""Samplers: the reverse process, one step at a time, and the loop that runs a model through it.
+"""Samplers: the reverse process one step at a time, and :func:`sample`, the loop that runs a model
+through any sampler.
 
 Over a :class:`~timestep_embed.ddpm.diffusion.Schedule`, on a subsequence of its steps:
 
 * ``"ddpm"``: ancestral sampling, Ho et al. 2020, Algorithm 2 (respaced, improved-diffusion style);
 * ``"ddim"``: Song et al. 2021, eq. 12 (``eta`` 0: deterministic);
-* ``"dpm++2m"``: DPM-Solver++(2M), Lu et al. 2022 ("DPM-Solver++", Algorithm 2, data prediction,
-  multistep second order), the first step and the last (to sigma = 0) first order;
-* ``"heun"``: Karras et al. 2022 (EDM), Algorithm 1 with S_churn = 0: Heun's second-order method on
-  the probability-flow ODE in sigma = sqrt((1 - abar) / abar), the last step (to sigma = 0) Euler;
-* ``"euler"``: for rectified-flow models (``prediction="flow"``) only: Euler steps of dx/dt = u from
-  t = 1 to 0 (Liu et al. 2022), on diffusers' ``FlowMatchEulerDiscreteScheduler`` grid.
-
-The solvers (``dpm++2m``, ``heun``) also take the grid of Karras et al. 2022, eq. 5 (``spacing="karras"``,
-:func:`karras_grid`): noise levels evenly spaced in sigma^(1/rho), rho = 7, from ``sigma_max`` down to
-the schedule's smallest sigma, the model called at the fractional index of each sigma.
+* ``"dpm++2m"``, ``"heun"`` and, for rectified-flow models, ``"euler"``: the ODE solvers of
+  :mod:`~timestep_embed.ddpm.solvers` (``dpm++2m`` and ``heun`` also on Karras noise levels).
 
 The model is an argument, called as ``model(x_t, t_model)`` (see :mod:`~timestep_embed.ddpm.diffusion`)
-with the VP-scaled ``x_t`` in every sampler. ``dpm_solver_2m`` and ``heun`` run in the dtype of ``x``
-(float64 in the parity tests against diffusers' ``DPMSolverMultistepScheduler`` and ``HeunDiscreteScheduler``).
+with the VP-scaled ``x_t`` in every sampler.
 """
 
 from __future__ import annotations
 
-import bisect
-import math
-
 import torch
 
-from .diffusion import Model, Schedule, coef, predict_x0_eps, randn, respace, timestep_subsequence
+from ..progress import progress as progress_bar
+from .diffusion import (
+    KARRAS_SAMPLERS,
+    SAMPLERS,
+    Model,
+    Schedule,
+    coef,
+    predict_x0_eps,
+    randn,
+    respace,
+    timestep_subsequence,
+)
+from .solvers import dpm_solver_2m, flow_euler, heun, karras_levels
 
-__all__ = ["SAMPLERS", "ddpm_step", "ddim_step", "dpm_solver_2m", "heun", "flow_euler", "karras_grid", "sample"]
-
-SAMPLERS = ("ddpm", "ddim", "dpm++2m", "heun", "euler")
-KARRAS_SAMPLERS = ("dpm++2m", "heun")  # the samplers that take a grid of noise levels, not of indices
+__all__ = ["ddpm_step", "ddim_step", "sample"]
 
 
 def ddpm_step(out, x_t, i: int, schedule: Schedule, *, generator=None, prediction="eps", clip_x0=True, noise_scale=1.0):
@@ -78,163 +76,6 @@ def ddim_step(
     return x_prev, x0_hat
 
 
-def _sigma_ve(schedule: Schedule, index: float) -> float:
-    """sigma_VE = sqrt((1 - abar) / abar) at a (fractional) index, linear between the steps (diffusers, k-diffusion)."""
-    abar = schedule.alphas_cumprod
-    lo = min(int(math.floor(index)), schedule.T - 1)
-    hi, frac = min(lo + 1, schedule.T - 1), index - lo
-    s_lo, s_hi = (float(((1 - abar[k]) / abar[k]).sqrt()) for k in (lo, hi))
-    return s_lo + frac * (s_hi - s_lo)
-
-
-def karras_grid(
-    schedule: Schedule, steps: int, *, sigma_max: float | None = 80.0, rho: float = 7.0
-) -> tuple[list[float], list[float]]:
-    """The noise levels of Karras et al. 2022, eq. 5, and the fractional indices where ``schedule`` has them.
-
-    sigma_i = (s_max^(1/rho) + i / (steps - 1) (s_min^(1/rho) - s_max^(1/rho)))^rho, i = 0 .. steps - 1, with
-    s_min the schedule's sigma_VE at index 0 and s_max = min(``sigma_max``, its sigma at T - 1) (``None``: no
-    cap). The indices interpolate linearly in log sigma. That is diffusers' ``use_karras_sigmas=True``
-    (``_convert_to_karras``, ``_sigma_to_t``), whose cap is ``EulerDiscreteScheduler``'s ``sigma_max``;
-    the default 80 is EDM's. The cap is what lets Heun start on the cosine schedule, whose last sigma is ~2e4.
-    """
-    if steps < 1:
-        raise ValueError(f"steps={steps!r}: expected a positive number of noise levels")
-    if sigma_max is not None and not (math.isfinite(sigma_max) and sigma_max > 0):
-        raise ValueError(f"sigma_max={sigma_max!r}: expected a positive finite noise level, or None for no cap")
-    top, s_min = _sigma_ve(schedule, schedule.T - 1), _sigma_ve(schedule, 0)
-    if sigma_max is not None and sigma_max <= s_min:
-        raise ValueError(
-            f"sigma_max={sigma_max!r}: expected a noise level above the schedule's smallest sigma {s_min:.4g}"
-        )
-    s_max = top if sigma_max is None else min(sigma_max, top)
-    lo, hi = s_min ** (1 / rho), s_max ** (1 / rho)
-    sigmas = [(hi + (i / max(steps - 1, 1)) * (lo - hi)) ** rho for i in range(steps)]
-    abar = schedule.alphas_cumprod
-    log_sigmas = (0.5 * ((1 - abar) / abar).log()).tolist()  # ascending in the index
-    return sigmas, [_index_of_log_sigma(log_sigmas, math.log(s)) for s in sigmas]
-
-
-def _index_of_log_sigma(log_sigmas: list[float], target: float) -> float:
-    """The fractional index where the ascending ``log_sigmas`` reach ``target``, linear between neighbouring
-    steps and clamped to [0, T - 1] (diffusers' ``_sigma_to_t``, k-diffusion's ``sigma_to_t``)."""
-    if len(log_sigmas) == 1:
-        return 0.0
-    hi = min(max(bisect.bisect_left(log_sigmas, target), 1), len(log_sigmas) - 1)
-    w = (target - log_sigmas[hi - 1]) / (log_sigmas[hi] - log_sigmas[hi - 1])
-    return hi - 1 + min(max(w, 0.0), 1.0)
-
-
-def _model_time(schedule: Schedule, index: float, batch: int, device) -> torch.Tensor:
-    """What the model gets at a (fractional) index: ``schedule.model_t`` there (int64 when whole and discrete)."""
-    if float(index).is_integer():
-        return schedule.time_for_model(int(index), batch).to(device)
-    lo = int(math.floor(index))
-    t = schedule.model_t[lo] + (index - lo) * (schedule.model_t[min(lo + 1, schedule.T - 1)] - schedule.model_t[lo])
-    return torch.full((batch,), float(t), device=device)
-
-
-def _x0(out: torch.Tensor, x: torch.Tensor, alpha: float, sigma: float, prediction: str, clip: bool) -> torch.Tensor:
-    """The data prediction from a VP-scaled ``x`` and the model output (eps or v), clipped to [-1, 1]
-    when ``clip`` (diffusers' ``clip_sample`` / ``thresholding`` with a fixed range)."""
-    x0 = (x - sigma * out) / alpha if prediction == "eps" else alpha * x - sigma * out
-    return x0.clamp(-1, 1) if clip else x0
-
-
-def _levels(schedule: Schedule, timesteps, sigmas) -> list[float]:
-    """The solvers' noise levels (sigma_VE): ``sigmas`` as given (a Karras grid), or the schedule's at ``timesteps``."""
-    if sigmas is None:
-        return [_sigma_ve(schedule, float(t)) for t in timesteps]
-    if len(sigmas) != len(timesteps):
-        raise ValueError(f"sigmas: {len(sigmas)} noise levels for {len(timesteps)} timesteps; expected one each")
-    return [float(s) for s in sigmas]
-
-
-def dpm_solver_2m(
-    model: Model,
-    x: torch.Tensor,
-    schedule: Schedule,
-    timesteps,
-    *,
-    sigmas=None,
-    prediction: str = "eps",
-    clip_x0: bool = False,
-) -> torch.Tensor:
-    """DPM-Solver++(2M) (Lu et al. 2022, Algorithm 2) from ``x`` (VP-scaled, at ``timesteps[0]``) down
-    ``timesteps`` (descending indices of ``schedule``) and a last step to sigma = 0; returns x0.
-
-    With lambda = ln(alpha / sigma), h = lambda_next - lambda and the data predictions D:
-    x_next = (sigma_next / sigma) x - alpha_next (e^-h - 1) [D + (D - D_prev) / (2 r)], r = h_prev / h;
-    the first step and the last use D alone (first order). diffusers' ``DPMSolverMultistepScheduler``
-    with its defaults (``solver_order=2``, ``"dpmsolver++"``, ``"midpoint"``, ``final_sigmas_type="zero"``).
-    ``sigmas``: the grid's sigma_VE, one per timestep (:func:`karras_grid`); by default the schedule's at ``timesteps``.
-    """
-    points = [(1.0 / math.sqrt(1.0 + s**2), s / math.sqrt(1.0 + s**2)) for s in _levels(schedule, timesteps, sigmas)]
-    points.append((1.0, 0.0))
-    lambdas = [math.log(a) - math.log(s) if s > 0 else math.inf for a, s in points]
-    previous = None
-    for k, t in enumerate(timesteps):
-        (alpha, sigma), (alpha_next, sigma_next) = points[k], points[k + 1]
-        out = model(x, _model_time(schedule, float(t), x.shape[0], x.device)).to(x.dtype)
-        d = _x0(out, x, alpha, sigma, prediction, clip_x0)
-        h = lambdas[k + 1] - lambdas[k]
-        step = -alpha_next * math.expm1(-h)  # alpha_next (1 - e^-h)
-        if previous is None or sigma_next == 0:
-            x = (sigma_next / sigma) * x + step * d
-        else:
-            r = (lambdas[k] - lambdas[k - 1]) / h
-            x = (sigma_next / sigma) * x + step * (d + (d - previous) / (2 * r))
-        previous = d
-    return x
-
-
-def heun(
-    model: Model,
-    x: torch.Tensor,
-    schedule: Schedule,
-    timesteps,
-    *,
-    sigmas=None,
-    prediction: str = "eps",
-    clip_x0: bool = False,
-) -> torch.Tensor:
-    """Heun's method on the probability-flow ODE in sigma (Karras et al. 2022, Algorithm 1, S_churn = 0)
-    from unit noise ``x`` (scaled to N(0, sigma_0^2) at ``timesteps[0]``) down ``timesteps`` (descending,
-    fractional allowed) to sigma = 0; returns x0. Two model calls a step, one for the last (Euler).
-
-    In x = x0 + sigma eps (VE scaling) with D(x, sigma) the data prediction and dx/dsigma = (x - D) / sigma;
-    the model sees x / sqrt(1 + sigma^2), as diffusers' ``HeunDiscreteScheduler`` and k-diffusion do.
-    ``sigmas``: the grid's sigma_VE, one per timestep (:func:`karras_grid`); by default the schedule's at ``timesteps``.
-    """
-    sigmas = [*_levels(schedule, timesteps, sigmas), 0.0]
-    x = x * sigmas[0]  # Algorithm 1: x ~ N(0, sigma_0^2 I) from the unit noise x (as k-diffusion, diffusers)
-
-    def slope(x_ve: torch.Tensor, k: int) -> torch.Tensor:
-        scale = math.sqrt(1.0 + sigmas[k] ** 2)
-        t = _model_time(schedule, float(timesteps[k]), x.shape[0], x.device)
-        out = model(x_ve / scale, t).to(x.dtype)
-        return (x_ve - _x0(out, x_ve / scale, 1.0 / scale, sigmas[k] / scale, prediction, clip_x0)) / sigmas[k]
-
-    for k in range(len(timesteps)):
-        d = slope(x, k)
-        dt = sigmas[k + 1] - sigmas[k]
-        euler = x + d * dt
-        x = euler if sigmas[k + 1] == 0 else x + 0.5 * (d + slope(euler, k + 1)) * dt
-    return x
-
-
-def flow_euler(model: Model, x: torch.Tensor, steps: int, num_train_timesteps: int = 1000) -> torch.Tensor:
-    """Euler on the rectified flow dx/dt = u(x, t) from noise ``x`` at t = 1 to t = 0; returns x0.
-
-    The grid is diffusers' ``FlowMatchEulerDiscreteScheduler`` (shift 1): t_k = linspace(1, 1/T, steps),
-    then 0; the model sees ``1000 t_k`` and x_{k+1} = x_k + (t_{k+1} - t_k) u. One model call a step."""
-    grid = torch.linspace(1.0, 1.0 / num_train_timesteps, steps, dtype=torch.float64).tolist() + [0.0]
-    for t, t_next in zip(grid[:-1], grid[1:], strict=True):
-        u = model(x, torch.full((x.shape[0],), 1000 * t, dtype=torch.float32, device=x.device)).to(x.dtype)
-        x = x + (t_next - t) * u
-    return x
-
-
 @torch.no_grad()
 def sample(
     model: Model,
@@ -257,7 +98,7 @@ def sample(
     """Draw samples [*shape] (float32) with ``sampler`` (see the module docstring) over all T steps
     (``steps=None``) or over ``steps`` of them chosen by ``spacing`` (the model always receives the
     original time values); ``spacing="karras"`` (``dpm++2m`` and ``heun`` only) takes ``steps`` noise
-    levels of :func:`karras_grid` capped at ``sigma_max``. x_T ~ N(0, I) is drawn with ``generator``
+    levels of :func:`karras_levels` capped at ``sigma_max``. x_T ~ N(0, I) is drawn with ``generator``
     unless given. ``eta``: DDIM only. ``noise_scale``: multiplies the noise each ancestral (or DDIM
     eta > 0) step adds; the ODE solvers add none. ``clip_x0``: clip every data prediction to [-1, 1].
     The caller puts the model in eval mode (and under autocast).
@@ -276,13 +117,13 @@ def sample(
         return flow_euler(_maybe_progress(model, progress, sampler), x, steps or schedule.T, schedule.T).float()
     if spacing == "karras" and sampler not in KARRAS_SAMPLERS:
         raise ValueError(
-            f"spacing='karras' with sampler={sampler!r}: the Karras grid of noise levels is for the ODE "
+            f"spacing='karras' with sampler={sampler!r}: Karras noise levels are for the ODE "
             f"solvers {KARRAS_SAMPLERS}; ancestral and DDIM steps need a subsequence of the training steps"
         )
     if sampler in KARRAS_SAMPLERS:
         solver, levels = (heun if sampler == "heun" else dpm_solver_2m), None
         if spacing == "karras":
-            levels, at = karras_grid(schedule, steps or schedule.T, sigma_max=sigma_max)
+            levels, at = karras_levels(schedule, steps or schedule.T, sigma_max=sigma_max)
         elif sampler == "heun":
             at = timestep_subsequence(schedule.T, steps or schedule.T, spacing).flip(0).tolist()
         else:
@@ -294,13 +135,9 @@ def sample(
     subsequence = timestep_subsequence(schedule.T, steps or schedule.T, spacing)
     if steps is not None and steps != schedule.T:
         schedule = respace(schedule, subsequence)
-    indices = range(schedule.T - 1, -1, -1)
-    if progress:
-        from tqdm.auto import tqdm
-
-        indices = tqdm(indices, desc=f"{sampler} sampling", leave=False)
-    for i in indices:
-        out = model(x, schedule.time_for_model(i, x.shape[0]).to(device)).float()
+    net = _maybe_progress(model, progress, sampler)
+    for i in range(schedule.T - 1, -1, -1):
+        out = net(x, schedule.time_for_model(i, x.shape[0]).to(device)).float()
         if sampler == "ddpm":
             x, _ = ddpm_step(out, x, i, schedule, generator=generator, prediction=prediction, clip_x0=clip_x0,
                              noise_scale=noise_scale)  # fmt: skip
@@ -314,9 +151,7 @@ def _maybe_progress(model: Model, progress: bool, sampler: str) -> Model:
     """``model``, or a wrapper that advances a progress bar at every call."""
     if not progress:
         return model
-    from tqdm.auto import tqdm  # optional dependency (the train extra)
-
-    bar = tqdm(desc=f"{sampler} sampling", unit="call", leave=False)
+    bar = progress_bar(None, f"{sampler} sampling", "call", leave=False)
 
     def counted(x, t):
         bar.update()

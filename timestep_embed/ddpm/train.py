@@ -1,10 +1,10 @@
-"""Train a DDPM on MNIST, then sample and evaluate it: ``timestep-embed train`` (the main job).
+"""Train a DDPM on MNIST, then sample and score it: ``timestep-embed train`` (the default MNIST run).
 
-One flat training loop (:func:`train_loop`) in commented stanzas, its helpers (budget, log, EMA,
-checkpoint) in :mod:`~timestep_embed.ddpm.state`. Everything a run produces goes into one folder
-(see :func:`run_training`). Python use::
+Read top to bottom: the loop's helpers (learning rate, optimizer, EMA, budget, log, progress grids),
+the loop (:func:`train_loop`, in commented stanzas), the whole run (:func:`run_training`). With
+``config.py``, ``checkpoint.py`` and ``runfolder.py`` that is everything a run does. Python use::
 
-    from timestep_embed.ddpm.train import run_training
+    from timestep_embed.ddpm import run_training
     metrics = run_training("mnist", "runs/x", overrides=["train.minutes=2"])
 """
 
@@ -16,39 +16,39 @@ import json
 import logging
 import math
 import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from ..files import atomic_write_bytes, load_npy, save_npy, versions
-from . import diffusion as D
-from .checkpoint import RUN_CHECKPOINT
-from .classifier import load_classifier
-from .config import DEFAULT_CONFIG, RunConfig, TrainConfig, load_run_config, resolve_config
-from .configfile import save_config
+from ..files import atomic_write_bytes, hold, save_npy, versions
+from ..progress import progress as progress_bar
+from .checkpoint import RUN_CHECKPOINT, load_training_state, save_training_state
+from .config import DEFAULT_CONFIG, RunConfig, TrainConfig
 from .data import load_mnist
-from .evaluate import evaluate_samples
+from .diffusion import schedule_from_config, training_loss
+from .evaluate import score
 from .plots import save_grid_png, save_loss_curve
-from .runfolder import clear_run, owned
-from .runtime import Runtime, ThreadTuner, cleanup, setup
-from .sample import describe_sampling, generate
-from .state import (
-    Budget,
-    TrainingLog,
-    adamw,
+from .runfolder import (
+    LOCK,
     check_run_folder,
-    job_clock,
-    load_training_state,
-    save_progress_grid,
-    save_training_state,
-    update_ema,
+    clear_run,
+    drop_log_lines_after,
+    kept_results,
+    remove_stale_temp_files,
+    run_config_for,
 )
+from .runtime import Runtime, broadcast_float, cleanup, setup
+from .trained import describe_sampling, generate
 from .unet import UNet
 
-__all__ = ["lr_at", "train_loop", "run_training"]
+__all__ = ["Callback", "lr_at", "adamw", "update_ema", "train_loop", "run_training"]
 
 log = logging.getLogger(__name__)
+# Called after every step with (step, model, ema, loss); returning True stops the run as Ctrl-C would.
+Callback = Callable[[int, nn.Module, nn.Module, float], "bool | None"]
 
 
 def lr_at(progress: float, step: int, t: TrainConfig) -> float:
@@ -58,6 +58,98 @@ def lr_at(progress: float, step: int, t: TrainConfig) -> float:
     return t.lr * warm * (t.min_lr_ratio + (1 - t.min_lr_ratio) * cos)
 
 
+def adamw(params, lr: float, *, weight_decay: float = 0.0, betas=(0.9, 0.999)) -> torch.optim.AdamW:
+    """``torch.optim.AdamW``, with its fused kernel where this torch has one for the parameters' device
+    (CUDA; CPU since torch 2.4): the same update (rounding aside) and state dict as the default
+    per-tensor loop, in one kernel (docs/benchmarks.md, the training step)."""
+    params = list(params)  # a generator would be spent by the first attempt
+    try:
+        return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, fused=True)
+    except RuntimeError:  # torch < 2.4 on CPU, or a device without the kernel: refused at construction
+        return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)
+
+
+@torch.no_grad()
+def update_ema(ema: nn.Module, model: nn.Module, step: int, max_decay: float) -> None:
+    """EMA of the weights with warmup, decay ``min(max_decay, (1 + n) / (10 + n))`` at step n, so a short
+    run averages its last part rather than its random start."""
+    decay = min(max_decay, (1 + step) / (10 + step))
+    for p_ema, p in zip(ema.parameters(), model.parameters(), strict=True):
+        p_ema.lerp_(p, 1 - decay)
+
+
+class Budget:
+    """``train.steps``, or ``train.minutes`` on the wall clock since training began, plus what the run
+    had used before a resume. Rank 0's clock decides on every rank."""
+
+    def __init__(self, t: TrainConfig, rt: Runtime, elapsed: float):
+        self.t, self.rt, self.before, self.start = t, rt, elapsed, time.time()
+
+    @property
+    def elapsed(self) -> float:
+        return self.before + time.time() - self.start
+
+    def progress(self, step: int) -> float:
+        """How much of the budget is used, 0 -> 1 (it also drives the learning-rate decay)."""
+        if self.t.steps:
+            return step / self.t.steps
+        return broadcast_float(self.elapsed / self.t.seconds, self.rt)
+
+
+class TrainingLog:
+    """``log.jsonl`` (a line every ``train.log_every`` steps, appended and flushed), the progress bar and,
+    with ``train.tensorboard``, TensorBoard's events; on rank 0 (``out`` None elsewhere)."""
+
+    def __init__(self, out: Path | None, t: TrainConfig, step: int, elapsed: float, show: bool):
+        self.t, self.window, self.file, self.board = t, (time.perf_counter(), step), None, None
+        total, done, unit = (t.steps, step, "step") if t.steps else (round(t.seconds), round(elapsed), "s")
+        fmt = None if t.steps else "{l_bar}{bar}| {n:.0f}/{total_fmt} s [{elapsed}<{remaining}{postfix}]"
+        self.bar = progress_bar(total, "train", unit, initial=done, enabled=show and out is not None, bar_format=fmt)
+        if out is not None:
+            drop_log_lines_after(out / "log.jsonl", step)  # steps past the checkpoint are trained again
+            self.file = open(out / "log.jsonl", "a")  # noqa: SIM115 - closed in close()
+            if t.tensorboard:
+                try:
+                    from torch.utils.tensorboard import SummaryWriter  # optional dependency (the tensorboard extra)
+                except ImportError as exc:
+                    raise ImportError("train.tensorboard needs: pip install 'timestep-embed[tensorboard]'") from exc
+                self.board = SummaryWriter(str(out / "tensorboard"))
+
+    def step(self, step: int, losses: list[float], lr: float, grad_norm, elapsed: float) -> None:
+        if self.file is not None and (step % self.t.log_every == 0 or step == 1):
+            now, recent = time.perf_counter(), losses[-self.t.log_every :]
+            rec = {"step": step, "loss": sum(recent) / len(recent), "lr": lr, "grad_norm": float(grad_norm)}
+            rec.update(steps_per_s=(step - self.window[1]) / max(1e-9, now - self.window[0]), elapsed_s=elapsed)
+            self.window = (now, step)
+            self.file.write(json.dumps(rec) + "\n")
+            self.file.flush()
+            self.bar.set_postfix(loss=f"{rec['loss']:.4f}", steps_s=f"{rec['steps_per_s']:.2f}", refresh=False)
+            if self.board is not None:
+                for key in ("loss", "lr", "grad_norm", "steps_per_s"):
+                    self.board.add_scalar(f"train/{key}", rec[key], step)
+        self.bar.update(1 if self.t.steps else min(round(elapsed), self.bar.total) - self.bar.n)
+
+    def image(self, tag: str, samples: torch.Tensor, step: int) -> None:
+        if self.board is not None:
+            self.board.add_images(tag, (samples + 1) / 2, step)
+
+    def close(self) -> None:
+        self.bar.close()
+        for handle in (self.file, self.board):
+            if handle is not None:
+                handle.close()
+
+
+def progress_grid(ema: nn.Module, cfg: RunConfig, rt: Runtime, n: int = 16, steps: int = 20):
+    """A quick look during training: ``n`` EMA samples with ``steps`` ancestral (flow: Euler) steps, from
+    their own generator (``sample.seed``), so the training's random stream is untouched; (samples, how)."""
+    sampler = "euler" if cfg.diffusion.prediction == "flow" else "ddpm"
+    steps = min(steps, cfg.diffusion.num_timesteps)
+    quick = cfg.replace("sample", sampler=sampler, num_samples=n, batch_size=n, steps=steps, spacing="evenly")
+    return generate(ema, quick, rt), describe_sampling(quick)
+
+
+# ----------------------------------------------------------------------------- the loop
 def train_loop(
     cfg: RunConfig,
     rt: Runtime,
@@ -66,59 +158,42 @@ def train_loop(
     *,
     resume: bool = False,
     progress: bool = True,
-    stop_at: int | None = None,
-    job_start: float | None = None,
-) -> tuple[UNet, dict]:
+    callback: Callback | None = None,
+) -> tuple[nn.Module, dict]:
     """Train ``model`` (and its EMA) within ``cfg.train``'s budget; returns (ema_model, stats).
 
-    Writes ``checkpoint.safetensors`` and ``log.jsonl`` in ``out_dir`` (rank 0). ``stop_at``: stop at
-    that step as if interrupted (tests of --resume). Ctrl-C saves a checkpoint and stops.
+    Writes ``checkpoint.safetensors``, ``log.jsonl`` and the progress grids in ``out_dir`` (rank 0).
+    ``callback``: see :data:`Callback`. Ctrl-C saves a checkpoint and stops.
     """
-    t, path = cfg.train, out_dir / RUN_CHECKPOINT
+    t, d, path = cfg.train, cfg.diffusion, out_dir / RUN_CHECKPOINT
     # Data: the whole training split sits on the device; each rank samples from its own shard.
     x_all, _ = load_mnist(cfg.data.source, "train", cfg.data.pad_to_32)
-    data = x_all[rt.rank :: rt.world_size].to(rt.device)
-    if t.batch_size % rt.world_size:
-        raise ValueError(f"train.batch_size = {t.batch_size} must be divisible by the {rt.world_size} processes")
-    batch, schedule = t.batch_size // rt.world_size, D.schedule_from_config(cfg.diffusion)
+    data, batch = x_all[rt.rank :: rt.world_size].to(rt.device), t.batch_size // rt.world_size
+    schedule = schedule_from_config(d)
     # Model, EMA copy (float32, never trained), optimizer, and the generator behind every random draw.
     torch.manual_seed(t.seed)
     ema = copy.deepcopy(model).requires_grad_(False).eval()
     opt = adamw(model.parameters(), t.lr, weight_decay=t.weight_decay, betas=(0.9, t.adam_beta2))
     gen = torch.Generator(rt.device).manual_seed(t.seed * 1000 + rt.rank)
-    step, elapsed = load_training_state(path, model, ema, opt, gen, rt) if resume else (0, 0.0)
-    start_step = step
+    step, elapsed = load_training_state(path, model, ema, opt, gen) if resume else (0, 0.0)
+    start_step, budget = step, Budget(t, rt, elapsed)
     ddp = model if rt.world_size == 1 else nn.parallel.DistributedDataParallel(model)
-    tuner = ThreadTuner(t.threads) if rt.device.type == "cpu" else None
-    budget = Budget(cfg, rt, elapsed, job_start)
-    logbook = TrainingLog(
-        out_dir / "log.jsonl" if rt.is_main else None,
-        cfg,
-        step,
-        elapsed,
-        resume=resume,
-        show_bar=progress and rt.is_main,
-    )
-    losses, last_checkpoint, interrupted = [], time.perf_counter(), False
-    done = budget.done(step)  # a finished run resumed trains nothing more
+    # DDP compares the strides of size-1 dims too: a 1x1 conv's grad laid out (C, 1, C, C) warns every step
+    warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
+    logbook = TrainingLog(out_dir if rt.is_main else None, t, step, elapsed, show=progress)
+    losses, last_checkpoint, interrupted = [], time.time(), False
+    done = budget.progress(step) >= 1  # a finished run resumed trains nothing more
     try:
         while not done:
-            t0 = time.perf_counter()
-            # Learning rate: linear warmup, then cosine decay over the budget (steps or rank 0's clock).
+            # Learning rate: linear warmup, then cosine decay over the budget (steps or the clock).
             lr = lr_at(budget.progress(step), step, t)
             for group in opt.param_groups:
                 group["lr"] = lr
             # Batch: x0 from the data; t and eps are drawn inside training_loss (Ho et al. Algorithm 1).
             x0 = data[torch.randint(0, len(data), (batch,), generator=gen, device=rt.device)]
             with rt.autocast():
-                loss = D.training_loss(
-                    ddp,
-                    x0,
-                    schedule,
-                    generator=gen,
-                    prediction=cfg.diffusion.prediction,
-                    min_snr_gamma=cfg.diffusion.min_snr_gamma,
-                )
+                loss = training_loss(ddp, x0, schedule, generator=gen, prediction=d.prediction,
+                                     min_snr_gamma=d.min_snr_gamma, lognormal=d.lognormal)  # fmt: skip
             # Backward, clip, step. DDP averages the gradients over ranks during backward().
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -127,41 +202,41 @@ def train_loop(
             # EMA with warmup, so a short run averages its last part rather than its random start.
             update_ema(ema, model, step, t.ema_decay)
             step += 1
-            seconds = time.perf_counter() - t0
-            budget.add(seconds)
-            if tuner:
-                tuner.step(seconds)
             losses.append(loss.item())
-            logbook.step(step, losses, lr, grad_norm, seconds, budget.elapsed)
-            # Budget, progress grid (a quick look at the EMA) and the periodic checkpoint, rank 0.
-            done = budget.done(step)
-            if stop_at is not None and step >= stop_at:
+            logbook.step(step, losses, lr, grad_norm, budget.elapsed)
+            # The budget; a look at the EMA every grid_every steps; a checkpoint every checkpoint_minutes.
+            done = budget.progress(step) >= 1
+            if callback is not None and callback(step, model, ema, losses[-1]):
                 break
             if rt.is_main and t.grid_every and step % t.grid_every == 0:
-                save_progress_grid(ema, cfg, rt, out_dir / f"grid_{step:06d}.png", step)
-            if rt.is_main and not done and time.perf_counter() - last_checkpoint > 60 * t.checkpoint_minutes:
-                save_training_state(path, cfg, model, ema, opt, gen, step, budget.elapsed)
-                last_checkpoint = time.perf_counter()
+                grid, how = progress_grid(ema, cfg, rt)
+                caption = f"step {step}, EMA weights, {len(grid)} samples, {how}"
+                save_grid_png(grid, out_dir / f"grid_{step:06d}.png", nrow=8, caption=caption)
+                logbook.image("progress", grid, step)
+            if rt.is_main and not done and time.time() - last_checkpoint > 60 * t.checkpoint_minutes:
+                save_training_state(path, cfg.to_dict(), model, ema, opt, gen, step, budget.elapsed)
+                last_checkpoint = time.time()
     except KeyboardInterrupt:
         interrupted = True
-        log.warning("interrupted at step %d: saving %s", step, path)
+        if rt.is_main:
+            log.warning("interrupted at step %d: saving %s", step, path)
     finally:
         logbook.close()
-    if rt.is_main and (losses or not path.exists()):
-        save_training_state(path, cfg, model, ema, opt, gen, step, budget.elapsed)
+    if rt.is_main and (step > start_step or not path.exists()):
+        save_training_state(path, cfg.to_dict(), model, ema, opt, gen, step, budget.elapsed)
     stats = {
         "resumed_at": start_step,
         "train_steps": step,
         "train_seconds": round(budget.elapsed, 2),
-        "steps_per_s": step / max(budget.elapsed, 1e-9),
+        "steps_per_s": (step - start_step) / max(budget.elapsed - elapsed, 1e-9),
         "final_loss": sum(losses[-50:]) / max(1, len(losses[-50:])) if losses else None,
         "interrupted": interrupted,
-        "finished": done,
+        "finished": done and not interrupted,
     }
     return ema, stats
 
 
-# ----------------------------------------------------------------------------- the whole job
+# ----------------------------------------------------------------------------- the whole run
 def run_training(
     config: RunConfig | str | Path | dict | None = DEFAULT_CONFIG,
     out_dir: str | Path | None = None,
@@ -171,77 +246,81 @@ def run_training(
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
-    stop_at: int | None = None,
+    callback: Callback | None = None,
 ) -> dict:
-    """Train, sample (EMA weights), evaluate; write the run folder; return the metrics dict.
+    """Train, sample (EMA weights), score; write the run folder; return the metrics dict.
 
+    ``config``: a RunConfig, a shipped config's name, a YAML path or a dict (``overrides`` applied).
     ``time_embedder``: optional module t [B] -> [B, model.emb_dim] replacing the UNet's default.
-    Run folder (rank 0, held by one process at a time: see :mod:`~timestep_embed.ddpm.runfolder`):
-    config.yaml, checkpoint.safetensors, log.jsonl, loss_curve.png, samples.npy, samples.png,
-    metrics.json, grid_<step>.png. A folder that holds a run is never written into unless ``resume``
-    (continue it: with the default ``config`` the run's own config.yaml is used, and only changes that
-    leave the trained model the same are accepted) or ``overwrite`` (its files are removed first).
-    Resuming a finished run trains nothing and does only what is missing: sampling, plots, evaluation.
+    The run folder (see :mod:`~timestep_embed.ddpm.runfolder`) is never written into if it holds a run,
+    unless ``resume`` (continue it, by default with its own config.yaml; only changes that leave the
+    trained model the same are accepted) or ``overwrite`` (its run's files are removed first). A resume
+    redoes exactly what is missing or no longer matches the config: training to the budget, the
+    samples, the loss curve, the scores.
     """
-    if resume and isinstance(config, str) and config == DEFAULT_CONFIG:  # resume with the run's own config
-        stored = Path(out_dir if out_dir is not None else TrainConfig().out_dir) / "config.yaml"
-        config = stored if stored.is_file() else config
-    cfg = config if isinstance(config, RunConfig) else load_run_config(config, overrides)
-    origin = "a RunConfig" if isinstance(config, RunConfig) else str(resolve_config(config))
-    log.info("config: %s%s", origin, f" with {' '.join(overrides)}" if overrides else "")
-    out = Path(out_dir if out_dir is not None else cfg.train.out_dir)
-    wall0 = job_clock()
+    cfg = run_config_for(config, out_dir, overrides, resume)
+    if out_dir is not None and not str(out_dir).strip():
+        raise ValueError("out_dir = '': expected a folder for the run (e.g. runs/x)")
+    out, start = Path(out_dir if out_dir is not None else cfg.train.out_dir), time.time()
     load_mnist(cfg.data.source, "train", cfg.data.pad_to_32)  # a missing/bad data source fails before any write
-    rt = setup(cfg.train.device, cfg.train.bf16)
-    with owned(out) if rt.is_main else contextlib.nullcontext():
-        if rt.is_main:
-            check_run_folder(out, cfg, resume=resume, overwrite=overwrite)  # before anything is written
-            if overwrite and not resume:
-                clear_run(out)
-            save_config(cfg, out / "config.yaml")
-            if cfg.eval.enabled:  # train (or load) the evaluator's classifier now, not after training
-                load_classifier(cfg.data.source, cfg.eval.classifier, progress=progress, threads=1)
-        torch.manual_seed(cfg.train.seed)  # model init: identical on every rank
-        model = UNet(cfg.model, time_embedder).to(rt.device)
-        n_params = sum(p.numel() for p in model.parameters())
-        if rt.is_main:
-            where = f"{rt.device} x{rt.world_size}, bf16={rt.bf16}"
-            log.info("UNet %.2fM parameters on %s -> %s", n_params / 1e6, where, out)
-        ema, stats = train_loop(cfg, rt, model, out, resume=resume, progress=progress, stop_at=stop_at, job_start=wall0)
-        metrics = {**stats, "num_params": n_params, "device": str(rt.device), "world_size": rt.world_size}
-        metrics.update(bf16=rt.bf16, out_dir=str(out), versions=versions())
-        if rt.is_main and stats["finished"]:
-            trained_now = stats["train_steps"] > stats["resumed_at"]
-            metrics = _finish(ema, cfg, rt, out, metrics, trained_now, progress)
-            metrics["total_seconds"] = round(job_clock() - wall0, 2)
-            atomic_write_bytes(out / "metrics.json", (json.dumps(metrics, indent=2, default=str) + "\n").encode())
-    cleanup()
+    rt = setup(cfg.train.device, cfg.train.bf16, cfg.train.threads)
+    try:
+        if cfg.train.batch_size % rt.world_size:
+            raise ValueError(f"train.batch_size = {cfg.train.batch_size}: not divisible by {rt.world_size} processes")
+        with hold(out / LOCK, str(out)) if rt.is_main else contextlib.nullcontext():
+            if rt.is_main:
+                check_run_folder(out, cfg, resume=resume, overwrite=overwrite)  # before anything is written
+                remove_stale_temp_files(out)
+                if overwrite and not resume:
+                    clear_run(out)
+            torch.manual_seed(cfg.train.seed)  # model init: identical on every rank
+            model = UNet(cfg.model, time_embedder).to(rt.device)
+            n_params = sum(p.numel() for p in model.parameters())
+            if rt.is_main:
+                log.info("UNet %.2fM parameters on %s x%d, bf16=%s -> %s", n_params / 1e6, rt.device, rt.world_size,
+                         rt.bf16, out)  # fmt: skip
+                if not resume:
+                    cfg.save(out / "config.yaml")
+            ema, stats = train_loop(cfg, rt, model, out, resume=resume, progress=progress, callback=callback)
+            metrics = {**stats, "num_params": n_params, "device": str(rt.device), "world_size": rt.world_size}
+            metrics.update(bf16=rt.bf16, out_dir=str(out), versions=versions())
+            if rt.is_main and stats["finished"]:
+                try:
+                    metrics = _finish(ema, cfg, rt, out, metrics, progress)
+                except KeyboardInterrupt:
+                    log.warning("interrupted after training; the checkpoint is complete: --resume samples, scores")
+                    raise
+                metrics["total_seconds"] = round(time.time() - start, 2)
+    finally:
+        cleanup()
     return metrics
 
 
-def _finish(ema: UNet, cfg: RunConfig, rt: Runtime, out: Path, metrics: dict, trained_now: bool, progress: bool):
-    """The run's samples (``samples.npy``, ``samples.png``), loss curve and scores; what a resumed,
-    already finished run has is kept (new samples only when training went on)."""
-    done = json.loads((out / "metrics.json").read_text()) if (out / "metrics.json").is_file() else None
-    if done is not None and not trained_now:
+def _finish(ema: nn.Module, cfg: RunConfig, rt: Runtime, out: Path, metrics: dict, progress: bool) -> dict:
+    """The run's samples (``samples.npy``, ``samples.png``), loss curve and scores (``metrics.json``), each
+    made again unless what is on disk was made by this model with this config; then ``config.yaml``."""
+    done, samples = kept_results(out, cfg, metrics["train_steps"])
+    if done is not None and samples is not None and (out / "loss_curve.png").is_file():
         log.info("%s is complete: nothing left to do", out)
-        return {**done, **{k: metrics[k] for k in ("interrupted", "finished")}}
-    if (out / "samples.npy").is_file() and not trained_now:
-        samples = torch.from_numpy(load_npy(out / "samples.npy"))
-        log.info("kept samples.npy of the finished run (remove it to draw new ones)")
-    else:
+        cfg.save(out / "config.yaml")
+        return {**done, "interrupted": False, "finished": True}
+    if samples is None:
         t0 = time.perf_counter()
-        samples = generate(ema, cfg, rt.device, bf16=rt.bf16, progress=progress, threads=cfg.train.threads)
+        samples = generate(ema, cfg, rt, progress=progress)
         metrics["sample_seconds"] = round(time.perf_counter() - t0, 2)
         save_npy(out / "samples.npy", samples.numpy())
         caption = f"{len(samples[:100])} of {len(samples)} samples, EMA weights, {describe_sampling(cfg)}"
         save_grid_png(samples[:100], out / "samples.png", caption=caption)
     gamma = cfg.diffusion.min_snr_gamma
     what = f"Min-SNR-{gamma:g} weighted MSE" if gamma is not None else "MSE"
-    ylabel = f"training loss ({what}, {cfg.diffusion.prediction})"
-    save_loss_curve(out / "log.jsonl", out / "loss_curve.png", ylabel=ylabel)
-    if cfg.eval.enabled:
+    save_loss_curve(out / "log.jsonl", out / "loss_curve.png", f"training loss ({what}, {cfg.diffusion.prediction})")
+    if cfg.eval.enabled:  # the mean of eval.samplings samplings, samples.npy the first (its seed sample.seed)
         t0 = time.perf_counter()
-        metrics.update(evaluate_samples(samples, cfg.eval.classifier, data_source=cfg.data.source))
+        seeds = range(cfg.sample.seed + 1, cfg.sample.seed + cfg.eval.samplings)
+        more = [generate(ema, cfg.replace("sample", seed=seed), rt) for seed in seeds]
+        metrics.update(score(cfg, [samples, *more]))
         metrics["eval_seconds"] = round(time.perf_counter() - t0, 2)
+    metrics["config"] = cfg.to_dict()  # what kept_results compares on a resume
+    atomic_write_bytes(out / "metrics.json", (json.dumps(metrics, indent=2, default=str) + "\n").encode())
+    cfg.save(out / "config.yaml")  # now it describes what the folder holds
     return metrics

@@ -4,7 +4,7 @@
 [B, emb_dim] to every :class:`ResBlock`; each block owns its small projection of it
 (improved-diffusion ``ResBlock.emb_layers``, EDM ``UNetBlock.affine``).
 
-Why the defaults look the way they do (measured on a 2-core CPU, see docs/ddpm.md): a 2x2
+Why the defaults look the way they do (docs/ddpm.md has the measurements): a 2x2
 pixel-unshuffle (28x28x1 -> 14x14x4) at the input and a pixel-shuffle at the output, so every
 convolution runs at 14x14 or 7x7, which gives 2-3x more images per second than a UNet working at
 28x28, with wider channels. Self-attention in the middle block (lowest resolution);
@@ -17,7 +17,9 @@ path) and the UNet outputs zeros; see :func:`zero_init_modules`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar, Literal, get_args
 
 import torch
 import torch.nn.functional as F
@@ -25,10 +27,63 @@ from torch import nn
 
 from ..files import load_pretrained, save_pretrained
 from ..nn import TimestepEmbedder, load_state_dict_checked
-from .config import INJECTIONS, UNetConfig, check_unet_config
-from .configfile import config_to_dict, from_dict
+from .schema import ConfigError, check_section, from_dict, to_dict
 
-__all__ = ["ResBlock", "AttentionBlock", "UNet", "build_time_embedder", "zero_init_modules", "count_parameters"]
+__all__ = [
+    "Injection",
+    "UNetConfig",
+    "ResBlock",
+    "AttentionBlock",
+    "UNet",
+    "build_time_embedder",
+    "zero_init_modules",
+    "count_parameters",
+]
+
+Injection = Literal["add", "scale_shift"]  # h + W emb, or norm(h) * (1 + s) + b
+INJECTIONS = get_args(Injection)
+
+
+@dataclass
+class UNetConfig:
+    """The UNet's shape (``model`` in a run's config). Working resolution = image_size / unshuffle; each
+    further level halves it."""
+
+    KEY: ClassVar[str] = "model"
+    RANGES: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("image_size", "in_channels", "unshuffle", "num_res_blocks", "emb_dim", "channels"), "> 0"),
+        "dropout": "[0, 1)",
+        "attention_levels": ">= 0",
+    }
+    image_size: int = 28  # input height = width
+    in_channels: int = 1
+    unshuffle: int = 2  # pixel-unshuffle factor at the input (1 = off); 28x28x1 -> 14x14x4
+    channels: tuple[int, ...] = (32, 64)  # per level, highest resolution first
+    num_res_blocks: int = 1  # per level on the way down (one more on the way up, as ADM)
+    attention_levels: tuple[int, ...] = ()  # levels whose ResBlocks get self-attention (0 = highest res)
+    emb_dim: int = 256  # what every ResBlock receives from the time embedder
+    injection: Injection = "scale_shift"
+    dropout: float = 0.0
+    time_embedding: dict[str, Any] = field(default_factory=dict)  # keyword arguments of nn.TimestepEmbedder
+
+    def __post_init__(self) -> None:
+        check_section(self)
+        if not self.channels:
+            raise ConfigError("model.channels = []: expected a non-empty list of positive ints, one per level")
+        bad_levels = [lv for lv in self.attention_levels if lv >= len(self.channels)]
+        if bad_levels:
+            raise ConfigError(
+                f"model.attention_levels = {list(self.attention_levels)}: levels are 0..{len(self.channels) - 1}"
+            )
+        if self.image_size % self.unshuffle:
+            raise ConfigError(f"model.unshuffle = {self.unshuffle}: must divide model.image_size = {self.image_size}")
+        size, factor = self.image_size // self.unshuffle, 2 ** (len(self.channels) - 1)
+        if size % factor:
+            raise ConfigError(
+                f"model.channels = {list(self.channels)}: {len(self.channels)} levels halve the working resolution "
+                f"{size}x{size} {len(self.channels) - 1} times, which needs it divisible by {factor}; use fewer "
+                "levels or another unshuffle"
+            )
 
 
 def _groups(channels: int) -> int:
@@ -134,7 +189,6 @@ class UNet(nn.Module):
     def __init__(self, config: UNetConfig | None = None, time_embedder: nn.Module | None = None):
         super().__init__()
         self.config = config = config if config is not None else UNetConfig()
-        check_unet_config(config)
         self.custom_time_embedder = time_embedder is not None
         self.time_embedder = time_embedder if time_embedder is not None else build_time_embedder(config)
         ch, emb, r = config.channels, config.emb_dim, config.unshuffle
@@ -217,8 +271,8 @@ class UNet(nn.Module):
         from their config can be rebuilt from it."""
         if self.custom_time_embedder:
             raise ValueError("save_pretrained needs the default time embedder (a custom one is not in the config)")
-        run = config_to_dict(run_config) if run_config is not None else None
-        return save_pretrained(folder, "UNet", {**config_to_dict(self.config), "run": run}, self.state_dict())
+        run = to_dict(run_config) if run_config is not None else None
+        return save_pretrained(folder, "UNet", {**to_dict(self.config), "run": run}, self.state_dict())
 
     @classmethod
     def from_pretrained(

@@ -25,6 +25,7 @@ from ..nn import FourierEmbedding, SinusoidalEmbedding, TimestepMLP
 from .contract import TimestepContract
 from .contracts import contract_for, get_contract
 from .flags import flag_stages
+from .precision import schedule_precision
 from .stage import STAGE_KINDS, Stage
 
 __all__ = ["Stage", "TimePathTrace", "trace_time_path", "trace_stages", "STAGE_KINDS"]
@@ -54,8 +55,6 @@ class TimePathTrace:
         (:func:`~timestep_embed.interop.precision.schedule_precision` of the trace's contract)."""
         if self.contract is None:
             raise ValueError(f"this trace of {self.model} has no contract: pass contract= to trace_time_path")
-        from .precision import schedule_precision
-
         return schedule_precision(self.contract, dtype, **options)
 
     def to_dict(self) -> dict:

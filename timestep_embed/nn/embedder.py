@@ -15,9 +15,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..checks import check_int
 from ..conventions import Convention
 from ..files import load_pretrained, push_folder_to_hub, save_pretrained
-from ..guards import TimestepsLike
+from ..guards import TimestepsLike, as_tensor
 from ..sinusoidal import distinct_values
 from .checkpoints import find_time_paths, load_state_dict_checked, match_state_dict
 from .mlp import TimestepMLP
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 def default_sinusoid_dim(emb_dim: int) -> int:
     """``emb_dim // 4`` rounded down to even, at least 4 (diffusers / ADM: 1280 -> 320)."""
-    return max(4, 2 * (emb_dim // 8))
+    return max(4, 2 * (check_int(emb_dim, "emb_dim") // 8))
 
 
 class TimestepEmbedder(nn.Module):
@@ -72,11 +73,18 @@ class TimestepEmbedder(nn.Module):
     ):
         super().__init__()
         check_time_input(time_input, num_timesteps)
-        if isinstance(emb_dim, bool) or not isinstance(emb_dim, int) or emb_dim < 1:
-            raise ValueError(f"emb_dim must be a positive int, got {emb_dim!r}")
+        check_int(emb_dim, "emb_dim")
         if time_proj is not None:  # the MLP takes the width the module returns
+            if not isinstance(time_proj, nn.Module):
+                raise TypeError(f"time_proj must be an nn.Module [...] -> [..., width], got {type(time_proj).__name__}")
             sinusoid_dim = getattr(time_proj, "out_dim", getattr(time_proj, "dim", sinusoid_dim))
-        sinusoid_dim = default_sinusoid_dim(emb_dim) if sinusoid_dim is None else sinusoid_dim
+            if sinusoid_dim is None:
+                raise ValueError(
+                    f"pass sinusoid_dim=, the width {type(time_proj).__name__} returns (it has no out_dim)"
+                )
+        sinusoid_dim = (
+            default_sinusoid_dim(emb_dim) if sinusoid_dim is None else check_int(sinusoid_dim, "sinusoid_dim")
+        )
         self.time_input, self.num_timesteps = time_input, num_timesteps
         if time_proj is None:
             cache = num_timesteps if time_input == "identity" else None
@@ -101,9 +109,20 @@ class TimestepEmbedder(nn.Module):
         A scalar or 0-d ``t`` with ``batch_size`` (or a ``condition`` ``[B, cond_dim]``) is one step for
         the whole batch: ``[batch_size, emb_dim]``, as diffusers' UNets expand a scalar timestep.
         """
-        batch = batch_size if batch_size is not None else (condition.shape[0] if condition is not None else None)
+        weights = self.time_embedding.linear_1.weight
+        if condition is not None and not isinstance(condition, torch.Tensor):
+            raise TypeError(f"condition must be a floating torch.Tensor [B, cond_dim], got {type(condition).__name__}")
+        if isinstance(t, torch.Tensor) and t.device != weights.device:
+            raise ValueError(f"t is on {t.device} but the embedder's weights are on {weights.device}: move one of them")
+        batch: int | None = None
+        if batch_size is not None:
+            batch = check_int(batch_size, "batch_size")
+            if isinstance(t, torch.Tensor) and t.dim() == 1 and t.shape[0] != batch:
+                raise ValueError(f"t holds {t.shape[0]} timesteps but batch_size={batch}")
+        else:
+            batch = condition.shape[0] if condition is not None and condition.dim() > 0 else None
         if batch is not None and (not isinstance(t, torch.Tensor) or t.dim() == 0):
-            t = torch.as_tensor(t, device=self.time_embedding.linear_1.weight.device).expand(batch)
+            t = as_tensor(t, weights.device).expand(batch)
         t = time_input(t, self.time_input, self.num_timesteps)
         if condition is None and isinstance(t, torch.Tensor) and not t.requires_grad:
             # Per-token timesteps [B, tokens] hold few distinct values: sinusoid and MLP on those, then
@@ -116,8 +135,7 @@ class TimestepEmbedder(nn.Module):
         return self._embed(t, condition)
 
     def _embed(self, t: TimestepsLike, condition: torch.Tensor | None) -> torch.Tensor:
-        features = self.time_proj(t)
-        return self.time_embedding(features.to(self.time_embedding.linear_1.weight.dtype), condition)
+        return self.time_embedding(self.time_proj(t), condition)  # the MLP casts to its dtype
 
     # ------------------------------------------------------------------------ checkpoints
     @classmethod
@@ -232,8 +250,11 @@ class TimestepEmbedder(nn.Module):
         elif config.get("_class_name") not in {c.__name__ for c in cls.__mro__}:  # this class or one it extends
             raise ValueError(f"{name_or_path} holds a {config.get('_class_name')}, not a {cls.__name__}")
         else:
-            kwargs, extras = embedder_arguments(config)
-            embedder = with_mlp(cls(**kwargs), extras)
+            try:  # an edited config.json: its error names the file
+                kwargs, extras = embedder_arguments(config)
+                embedder = with_mlp(cls(**kwargs), extras)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{name_or_path}: its config.json does not build a {cls.__name__}: {exc}") from exc
             load_state_dict_checked(embedder, state, f"{name_or_path}")
         return embedder.to(device=place, dtype=dtype)
 

@@ -8,6 +8,9 @@ import math
 import torch
 from torch import nn
 
+from ..checks import check_bool, check_choice, check_int, check_real
+from ..guards import TimestepsLike, as_tensor, graph_mode, value_range
+
 __all__ = ["FourierEmbedding"]
 
 
@@ -57,16 +60,22 @@ class FourierEmbedding(nn.Module):
         include_input: bool = False,
     ):
         super().__init__()
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2 or dim % 2:
+        if check_int(dim, "dim", 2) % 2:
             raise ValueError(f"dim must be an even int >= 2 (sin and cos of dim // 2 features), got {dim!r}")
-        if first not in ("sin", "cos"):
-            raise ValueError(f"first must be 'sin' or 'cos', got {first!r}")
-        if in_features is not None and (
-            isinstance(in_features, bool) or not isinstance(in_features, int) or in_features < 1
-        ):
-            raise ValueError(f"in_features must be a positive int or None, got {in_features!r}")
+        std = check_real(std, "std", positive=True)
+        check_choice(first, "first", ("sin", "cos"))
+        fold_2pi, log, learnable = (
+            check_bool(fold_2pi, "fold_2pi"),
+            check_bool(log, "log"),
+            check_bool(learnable, "learnable"),
+        )
+        include_input = check_bool(include_input, "include_input")
+        if in_features is not None:
+            check_int(in_features, "in_features")
         if include_input and in_features not in (None, 1):
             raise ValueError(f"include_input prepends the one input feature; in_features={in_features} has several")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
         self.dim, self.first, self.fold_2pi, self.log = dim, first, bool(fold_2pi), bool(log)
         self.in_features, self.include_input = in_features, bool(include_input)
         self.out_dim = dim + 1 if include_input else dim  # the width of the output
@@ -91,8 +100,21 @@ class FourierEmbedding(nn.Module):
             f"learnable={learnable}{extra}"
         )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``[...]`` (``[..., in_features]``) -> ``[..., out_dim]`` in the dtype of ``x * weight``."""
+    def forward(self, x: TimestepsLike) -> torch.Tensor:
+        """``x`` ``[...]`` (``[..., in_features]``) -> ``[..., out_dim]`` in the dtype of ``x * weight``.
+
+        ``x`` is a tensor on the weight's device, or numbers (put there); eagerly its values must be
+        finite, and > 0 with ``log=True``.
+        """
+        x = as_tensor(x, None if isinstance(x, torch.Tensor) else self.weight.device, "x")
+        if x.device != self.weight.device:
+            raise ValueError(f"x is on {x.device} but the module's weight is on {self.weight.device}: move one of them")
+        if x.numel() and not graph_mode(x):
+            low, high, _ = value_range(x.reshape(-1))
+            if not (math.isfinite(low) and math.isfinite(high)):
+                raise ValueError("x must be finite, got NaN or inf")
+            if self.log and low <= 0:
+                raise ValueError(f"x must be > 0 with log=True (the features are of ln x), got values down to {low:g}")
         if self.in_features is not None:
             if x.dim() == 0 or x.shape[-1] != self.in_features:
                 raise ValueError(f"x must be [..., {self.in_features}] (in_features), got shape {tuple(x.shape)}")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..checks import check_bool, check_choice, check_int, check_tensor
+
 __all__ = ["TimestepMLP", "ACTIVATIONS"]
 
 ACTIVATIONS = {"silu": nn.SiLU, "swish": nn.SiLU, "gelu": nn.GELU, "mish": nn.Mish, "relu": nn.ReLU}
@@ -14,9 +16,7 @@ ACTIVATIONS = {"silu": nn.SiLU, "swish": nn.SiLU, "gelu": nn.GELU, "mish": nn.Mi
 def _activation(name, argument: str) -> nn.Module | None:
     if name is None:
         return None
-    if name not in ACTIVATIONS:
-        raise ValueError(f"{argument} must be one of {sorted(ACTIVATIONS)} or None, got {name!r}")
-    return ACTIVATIONS[name]()
+    return ACTIVATIONS[check_choice(name, argument, ACTIVATIONS)]()
 
 
 class TimestepMLP(nn.Module):
@@ -47,14 +47,11 @@ class TimestepMLP(nn.Module):
         bias: bool = True,
     ):
         super().__init__()
-        for name, value in (
-            ("in_dim", in_dim),
-            ("hidden_dim", hidden_dim),
-            ("out_dim", out_dim),
-            ("cond_dim", cond_dim),
-        ):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_int(in_dim, "in_dim"), check_int(hidden_dim, "hidden_dim")
+        for name, value in (("out_dim", out_dim), ("cond_dim", cond_dim)):
+            if value is not None:
+                check_int(value, name)
+        bias = check_bool(bias, "bias")
         self.linear_1 = nn.Linear(in_dim, hidden_dim, bias)
         self.cond_proj = nn.Linear(cond_dim, in_dim, bias=False) if cond_dim is not None else None
         self.act = _activation(act, "act")
@@ -62,11 +59,29 @@ class TimestepMLP(nn.Module):
         self.post_act = _activation(post_act, "post_act")
 
     def forward(self, sample: torch.Tensor, condition: torch.Tensor | None = None) -> torch.Tensor:
-        """``sample`` ``[..., in_dim]``, optional ``condition`` ``[..., cond_dim]`` -> ``[..., out]``."""
+        """``sample`` ``[..., in_dim]``, optional ``condition`` ``[..., cond_dim]`` -> ``[..., out]``.
+
+        Both are floating tensors on the weights' device, cast to the weights' dtype (a float32
+        sinusoid feeds a bfloat16 MLP as it is); ``condition``'s leading dims broadcast with ``sample``'s.
+        """
+        weight = self.linear_1.weight
+        sample = check_tensor(
+            sample, "sample", device=weight.device, width=self.linear_1.in_features, width_name="in_dim"
+        )
+        sample = sample.to(weight.dtype)
         if condition is not None:
             if self.cond_proj is None:
                 raise ValueError("a condition was given but this TimestepMLP has no cond_proj (cond_dim=None)")
-            sample = sample + self.cond_proj(condition)
+            width = self.cond_proj.in_features
+            condition = check_tensor(condition, "condition", device=weight.device, width=width, width_name="cond_dim")
+            try:
+                torch.broadcast_shapes(sample.shape[:-1], condition.shape[:-1])
+            except RuntimeError:
+                raise ValueError(
+                    f"condition {tuple(condition.shape)} and sample {tuple(sample.shape)} must agree in their "
+                    "leading (batch) dims, or broadcast"
+                ) from None
+            sample = sample + self.cond_proj(condition.to(weight.dtype))
         sample = self.linear_1(sample)
         if self.act is not None:
             sample = self.act(sample)

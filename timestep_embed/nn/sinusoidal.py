@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..checks import check_bool, check_int
 from ..conventions import Convention, resolve_convention
-from ..guards import TimestepsLike, check_dim, graph_mode
+from ..guards import TimestepsLike, cacheable, check_options, graph_mode
 from ..sinusoidal import sinusoidal_embedding
 
 __all__ = ["SinusoidalEmbedding"]
@@ -64,13 +65,15 @@ class SinusoidalEmbedding(nn.Module):
             scale=scale,
             gain=gain,
         )
-        check_dim(dim, self.convention.freq_shift)
-        if num_timesteps is not None and (
-            isinstance(num_timesteps, bool) or not isinstance(num_timesteps, int) or num_timesteps < 1
-        ):
-            raise ValueError(f"num_timesteps must be a positive int or None, got {num_timesteps!r}")
-        self.dim, self.precise, self.num_timesteps = dim, bool(precise), num_timesteps
-        self.pad_odd, self.scale_in_input_dtype = bool(pad_odd), bool(scale_in_input_dtype)
+        precise = check_bool(precise, "precise")
+        check_options(dim, self.convention, precise=precise)
+        if num_timesteps is not None:
+            check_int(num_timesteps, "num_timesteps")
+        self.dim, self.precise, self.num_timesteps = dim, precise, num_timesteps
+        self.pad_odd, self.scale_in_input_dtype = (
+            check_bool(pad_odd, "pad_odd"),
+            check_bool(scale_in_input_dtype, "scale_in_input_dtype"),
+        )
         self.out_dim = dim if self.pad_odd else 2 * (dim // 2)  # the width of the output
         self._rows: dict[torch.device, torch.Tensor] = {}  # device -> [T, dim]; not state, not a buffer
 
@@ -111,9 +114,11 @@ class SinusoidalEmbedding(nn.Module):
             low, high = (v.item() for v in torch.aminmax(t.reshape(-1)))
         if low < 0 or high >= self.num_timesteps:
             return None
-        device = t.device
-        rows = self._rows.get(device)
+        rows = self._rows.get(t.device)
         if rows is None:
-            steps = torch.arange(self.num_timesteps, device=device)
-            rows = self._rows[device] = sinusoidal_embedding(steps, self.dim, self.convention, **self.options())
+            with torch.inference_mode(False):  # rows made in inference mode would break later autograd
+                steps = torch.arange(self.num_timesteps, device=t.device)
+                rows = sinusoidal_embedding(steps, self.dim, self.convention, **self.options())
+            if cacheable(rows):
+                self._rows[t.device] = rows
         return rows

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import torch
-
-from ..guards import TimestepsLike
+from ..checks import check_choice, check_int
+from ..guards import TimestepsLike, as_tensor, graph_mode, value_range
 
 __all__ = ["TIME_INPUTS", "time_input", "check_time_input"]
 
@@ -26,25 +25,26 @@ TIME_INPUTS = {
 
 def check_time_input(kind, num_timesteps) -> None:
     """ValueError naming the argument unless ``kind`` is in :data:`TIME_INPUTS` and T a positive int."""
-    if kind not in TIME_INPUTS:
-        raise ValueError(f"time_input must be one of {sorted(TIME_INPUTS)}, got {kind!r}")
-    if isinstance(num_timesteps, bool) or not isinstance(num_timesteps, int) or num_timesteps < 1:
-        raise ValueError(f"num_timesteps must be a positive int, got {num_timesteps!r}")
+    check_choice(kind, "time_input", TIME_INPUTS)
+    check_int(num_timesteps, "num_timesteps")
 
 
 def time_input(t: TimestepsLike, kind: str = "identity", num_timesteps: int = 1000) -> TimestepsLike:
     """Map a time value ``t`` ``[...]`` to what the embedding is fed (``kind``: see :data:`TIME_INPUTS`).
 
     ``"identity"`` returns ``t`` unchanged; the others return a floating tensor ``[...]``:
-    ``t * num_timesteps``, ``t.float() * (1000 / num_timesteps)`` or ``ln(t) * 0.25``.
+    ``t * num_timesteps``, ``t.float() * (1000 / num_timesteps)`` or ``ln(t) * 0.25`` (eagerly, ``t``
+    must then be > 0: sigma).
     """
     check_time_input(kind, num_timesteps)
     if kind == "identity":
         return t
-    t = torch.as_tensor(t)
+    t = as_tensor(t, name="t")
     if kind == "times_1000_over_T":
         return t.float() * (1000.0 / num_timesteps)
     t = t if t.is_floating_point() else t.float()
     if kind == "times_T":
         return t * float(num_timesteps)
+    if t.numel() and not graph_mode(t) and not value_range(t.reshape(-1))[0] > 0:  # NaN fails too
+        raise ValueError(f"t must be > 0 for time_input='quarter_log' (ln(sigma) / 4), got {t.min().item():g}")
     return t.log() * 0.25  # == ln(t) / 4 exactly (a power-of-two scaling)

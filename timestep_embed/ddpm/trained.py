@@ -1,0 +1,170 @@
+"""A trained model: read back from a run (or an exported folder), exported, and sampled from.
+
+Python use::
+
+    model, cfg = load_model("runs/ddpm_mnist")                # EMA weights, eval mode
+    x = generate(model, cfg, Runtime.create())                # [N, 1, 28, 28] in [-1, 1]
+
+``timestep-embed sample RUN`` is :func:`sample_run`: new samples into files of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..files import PRETRAINED_CONFIG, load_pretrained, save_npy
+from .checkpoint import RUN_CHECKPOINT, CheckpointError, load_checkpoint, read_metadata, strip_prefix
+from .config import RunConfig, stored_config
+from .diffusion import schedule_from_config
+from .plots import save_grid_png
+from .runtime import Runtime
+from .samplers import sample
+from .schema import ConfigError
+from .unet import UNet
+
+__all__ = ["generate", "describe_sampling", "run_config", "load_model", "export_run", "sample_run"]
+
+
+def describe_sampling(cfg) -> str:
+    """A one-line caption of how ``cfg.sample`` draws: sampler, steps, noise scale (where it applies), seed."""
+    s = cfg.sample
+    names = {"ddpm": "ancestral DDPM", "ddim": f"DDIM (eta {s.eta:g})", "dpm++2m": "DPM-Solver++(2M)", "heun": "Heun"}
+    if s.sampler == "euler":
+        return f"rectified flow, Euler, {s.steps} steps, seed {s.seed}"
+    name = names[s.sampler]
+    if s.spacing == "karras":
+        return f"{name}, {s.steps} Karras noise levels from sigma {s.sigma_max:g}, seed {s.seed}"
+    stochastic = s.sampler == "ddpm" or (s.sampler == "ddim" and s.eta > 0)
+    noise = f", noise x{s.noise_scale:g}" if stochastic and s.noise_scale != 1 else ""
+    return f"{name}, {s.steps} of {cfg.diffusion.num_timesteps} steps ({s.spacing}){noise}, seed {s.seed}"
+
+
+@torch.no_grad()
+def generate(model: nn.Module, cfg, rt: Runtime, progress: bool = False) -> torch.Tensor:
+    """``cfg.sample.num_samples`` samples (float32 CPU ``[N, C, H, W]`` in [-1, 1]) with ``cfg.sample``'s
+    sampler, steps and seed, in batches of ``cfg.sample.batch_size`` drawn from one generator, on
+    ``rt.device`` under ``rt.autocast()``. ``cfg``: a ``RunConfig``."""
+    s, m = cfg.sample, cfg.model
+    schedule = schedule_from_config(cfg.diffusion)
+    gen = torch.Generator(rt.device).manual_seed(s.seed)
+    was_training = model.training
+    model.eval()
+    out = []
+    with rt.autocast():
+        for start in range(0, s.num_samples, s.batch_size):
+            n = min(s.batch_size, s.num_samples - start)
+            x = sample(
+                model,
+                (n, m.in_channels, m.image_size, m.image_size),
+                schedule,
+                sampler=s.sampler,
+                steps=s.steps,
+                spacing=s.spacing,
+                sigma_max=s.sigma_max,
+                eta=s.eta,
+                noise_scale=s.noise_scale,
+                generator=gen,
+                prediction=cfg.diffusion.prediction,
+                clip_x0=s.clip_x0,
+                device=rt.device,
+                progress=progress,
+            )
+            out.append(x.float().clamp(-1, 1).cpu())
+    model.train(was_training)
+    return torch.cat(out)
+
+
+def run_config(path) -> RunConfig:
+    """The config of a run folder (its checkpoint's), of a checkpoint file, or of an exported folder."""
+    path = Path(path)
+    file = path / RUN_CHECKPOINT if path.is_dir() else path
+    if path.is_dir() and not file.is_file() and (path / PRETRAINED_CONFIG).is_file():
+        stored = load_pretrained(path, "UNet")[0].get("run")
+    else:
+        stored = read_metadata(file).get("config")
+    if not stored:
+        raise CheckpointError(f"{path}: no run config in it (not written by timestep-embed train or export)")
+    try:
+        return stored_config(stored)
+    except ConfigError as exc:
+        raise CheckpointError(f"{path}: its stored config is invalid: {exc}") from exc
+
+
+def load_model(path, time_embedder: nn.Module | None = None, ema: bool = True, device="cpu") -> tuple[UNet, RunConfig]:
+    """``(UNet in eval mode, RunConfig)`` from a run folder, its ``checkpoint.safetensors``, or a folder
+    written by :func:`export_run`.
+
+    ``ema``: the EMA weights (what sampling uses) or the raw ones (run checkpoints only).
+    ``time_embedder``: as in :class:`~timestep_embed.ddpm.unet.UNet` (its state must match the checkpoint's).
+    """
+    path = Path(path)
+    file = path / RUN_CHECKPOINT if path.is_dir() else path
+    cfg = run_config(path)
+    if path.is_dir() and not file.is_file():  # an exported folder
+        if not ema or time_embedder is not None:
+            raise CheckpointError(f"{path}: an exported folder holds the EMA weights of the default UNet only")
+        return UNet.from_pretrained(path).to(device), cfg
+    tensors, _ = load_checkpoint(file)
+    model = UNet(cfg.model, time_embedder)
+    prefix = "ema." if ema else "model."
+    try:
+        model.load_state_dict(strip_prefix(tensors, prefix))
+    except RuntimeError as exc:
+        raise CheckpointError(f"{file}: the {prefix!r} weights do not fit the stored model config: {exc}") from exc
+    return model.to(device).eval(), cfg
+
+
+def export_run(run, out) -> Path:
+    """The EMA weights of a run as a pretrained folder (``config.json`` with the run's config and the
+    versions, ``model.safetensors``): a fraction of the run checkpoint, which also holds the raw
+    weights, the optimizer and the RNG state. ``UNet.from_pretrained(out)`` and :func:`load_model` read it."""
+    run, out = Path(run), Path(out)
+    folder = run if run.is_dir() else run.parent
+    if out.resolve() == folder.resolve() or (out / RUN_CHECKPOINT).exists():
+        raise ValueError(f"--out {str(out)!r} is a run folder: export into a folder of its own")
+    model, cfg = load_model(run, ema=True)
+    return model.save_pretrained(out, run_config=cfg)
+
+
+def sample_run(
+    run,
+    overrides: Sequence[str] = (),
+    out: str | Path | None = None,
+    *,
+    raw: bool = False,
+    device: str = "auto",
+    bf16: bool | str = "auto",
+    overwrite: bool = False,
+    progress: bool = True,
+) -> tuple[Path, Path]:
+    """Draw samples from a run folder (or its checkpoint, or an exported folder) with ``sample.*``
+    overrides into ``PREFIX.npy`` and a captioned ``PREFIX.png``; returns their paths.
+
+    ``out``: the prefix; default ``<run>/samples-<sampler>-<steps>-seed<seed>`` (``-raw`` added for the
+    raw weights), never the run's own scored ``samples.*``. Existing files are refused unless ``overwrite``,
+    also when another sampling writes the same name meanwhile (the write never replaces a file then).
+    """
+    bad = [o for o in overrides if not str(o).startswith("sample.")]
+    if bad:
+        raise ConfigError(f"only sample.* overrides apply to sampling, got {bad[0]!r}")
+    rt = Runtime.create(device, bf16)
+    model, cfg = load_model(run, ema=not raw, device=rt.device)
+    cfg = cfg.with_overrides(overrides)
+    src, s = Path(run), cfg.sample
+    folder = src if src.is_dir() else src.parent
+    default = f"samples-{s.sampler}-{s.steps}-seed{s.seed}" + ("-raw" if raw else "")
+    prefix = Path(out) if out is not None else folder / default
+    npy, png = prefix.parent / (prefix.name + ".npy"), prefix.parent / (prefix.name + ".png")
+    existing = [p for p in (npy, png) if p.exists()]
+    if existing and not overwrite:
+        raise FileExistsError(f"{existing[0]} exists: pass --overwrite to replace it, or choose another --out")
+    x = generate(model, cfg, rt, progress=progress)
+    save_npy(npy, x.numpy(), exclusive=not overwrite)  # of two samplings racing for one name, one wins
+    weights = "raw weights" if raw else "EMA weights"
+    caption = f"{min(len(x), 100)} of {len(x)} samples, {weights}, {describe_sampling(cfg)}"
+    save_grid_png(x[:100], png, caption=caption)
+    return npy, png
