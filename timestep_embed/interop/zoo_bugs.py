@@ -14,6 +14,7 @@ from torch import nn
 from ..grid import grid_embedding, grid_positions
 from ..nn import FourierEmbedding, InModelDtype, SinusoidalEmbedding, TimestepEmbedder, TimestepMLP
 from ..sinusoidal import frequencies
+from .contracts import get_contract
 from .zoo_ports import FlowSchedule, SigmaToT, family_embedder, family_model, family_timesteps
 
 Case = dict  # keyword arguments of verify_port
@@ -121,6 +122,16 @@ def fed(family: str, seed: int, fn) -> Case:
     t = family_timesteps(family, seed)
     ref = family_embedder(family, seed)
     return {"reference": ref, "candidate": ref, "timesteps": t, "candidate_timesteps": fn(t), "inputs": {}}
+
+
+def c_noise_for_sigma(family: str, seed: int) -> Case:
+    """c_noise = ln(sigma) / 4 fed to a model that logs sigma itself, drawn where sigma > 1: below 1 the
+    model's own ln() gets a negative number (NaN in k-diffusion, refused by this package's time_input),
+    a crash rather than the silent bug this is above it."""
+    case = fed(family, seed, lambda sigma: sigma.double().log() / 4)
+    high = get_contract(family).raw_range[1]
+    sigma = (case["timesteps"].double().log().abs() + 0.05).exp().clamp(max=high).float()
+    return {**case, "timesteps": sigma, "candidate_timesteps": sigma.double().log() / 4}
 
 
 def model_case(family: str, seed: int, make, inputs_fn=None) -> Case:
