@@ -32,6 +32,8 @@ DIFFUSERS = {
     "flux_schnell": ("flux_schnell", None, "flux_schnell", ["timestep", "text"]),
     "wan": ("wan21", None, "wan21", ["timestep", "text"]),
     "hunyuan_video": ("hunyuan_video", None, "hunyuan_video", ["timestep", "guidance", "refiner", "text"]),
+    "Flux2Transformer2DModel": ("flux2", None, "flux2", ["timestep", "guidance"]),
+    "HunyuanDiT2DModel": ("hunyuan_dit", None, "hunyuan_dit", ["timestep", "size", "text"]),
 }
 
 
@@ -58,9 +60,10 @@ def in_dtype(model, inputs, dtype):
     return model.to(dtype), cast
 
 
-def model_timesteps(tiny: str, contract) -> torch.Tensor:
+def model_timesteps(tiny: str, contract, dtype: torch.dtype) -> torch.Tensor:
+    """What the pipeline passes a model of ``dtype`` (its latents in that dtype too)."""
     scheduler = next((make for _, (name, make) in IN_DIFFUSERS.items() if name == tiny), None)
-    return contract.to_model(scheduler_values(scheduler))
+    return contract.model_input(scheduler_values(scheduler), latents_dtype=dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
@@ -74,7 +77,7 @@ def test_the_loaded_time_path_equals_the_model_own(tiny, dtype, tmp_path):
     assert match.layout.name == layout and [p.label for p in match.paths][: len(labels)] == labels
     embedder = TimestepEmbedder.from_state_dict(state, family=family).to(dtype)
     model, inputs = in_dtype(model, inputs, dtype)
-    t = model_timesteps(tiny, contract)
+    t = model_timesteps(tiny, contract, dtype)
     mlp = match.paths[0].linears[0].rpartition(".")[0]
     with torch.no_grad():
         assert torch.equal(embedder(t), module_output(model, inputs, t, mlp))
@@ -153,6 +156,24 @@ ORIGINAL = {
          "time_text_embed.text_embedder.linear_2": "vector_in.out_layer"},
         {"txt_in.individual_token_refiner.blocks.0.adaLN_modulation.1.bias": Z},
         "hunyuan_video_original"),
+    # convert_flux2_transformer_checkpoint_to_diffusers: time_in, guidance_in (in_layer / out_layer)
+    "Flux2Transformer2DModel": (
+        {"time_guidance_embed.timestep_embedder.linear_1": "time_in.in_layer",
+         "time_guidance_embed.timestep_embedder.linear_2": "time_in.out_layer",
+         "time_guidance_embed.guidance_embedder.linear_1": "guidance_in.in_layer",
+         "time_guidance_embed.guidance_embedder.linear_2": "guidance_in.out_layer"},
+        {"single_stream_modulation.lin.weight": Z},
+        "flux2_original"),
+    # scripts/convert_hunyuandit_to_diffusers.py: t_embedder.mlp.0/2, extra_embedder.0/2, mlp_t5.0/2
+    "HunyuanDiT2DModel": (
+        {"time_extra_emb.timestep_embedder.linear_1": "t_embedder.mlp.0",
+         "time_extra_emb.timestep_embedder.linear_2": "t_embedder.mlp.2",
+         "time_extra_emb.extra_embedder.linear_1": "extra_embedder.0",
+         "time_extra_emb.extra_embedder.linear_2": "extra_embedder.2",
+         "text_embedder.linear_1": "mlp_t5.0",
+         "text_embedder.linear_2": "mlp_t5.2"},
+        {},
+        "hunyuan_dit_original"),
 }  # fmt: skip
 
 
@@ -167,7 +188,7 @@ def test_the_original_release_keys_load_the_same_time_path(tiny, dtype, tmp_path
     assert match.layout.name == layout and match.layout.family == get_contract(contract_name).name
     embedder = TimestepEmbedder.from_state_dict(original).to(dtype)
     model, inputs = in_dtype(model, inputs, dtype)
-    t = model_timesteps(tiny, get_contract(contract_name))
+    t = model_timesteps(tiny, get_contract(contract_name), dtype)
     mlp = DIFFUSERS_MAIN[tiny]
     with torch.no_grad():
         assert torch.equal(embedder(t), module_output(model, inputs, t, mlp))
@@ -181,6 +202,8 @@ DIFFUSERS_MAIN = {
     "flux_schnell": "time_text_embed.timestep_embedder",
     "pixart": "adaln_single.emb.timestep_embedder",
     "hunyuan_video": "time_text_embed.timestep_embedder",
+    "Flux2Transformer2DModel": "time_guidance_embed.timestep_embedder",
+    "HunyuanDiT2DModel": "time_extra_emb.timestep_embedder",
 }
 
 
