@@ -1,11 +1,12 @@
-"""Why two time paths part, in a porter's words: the likely causes :func:`verify_port` names.
+"""Why two time paths part, in a porter's words: the likely causes [`verify_port`][timestep_embed.interop.verify_port]
+names.
 
 Each cause starts with a short name of the bug class (``"scaled by 1000 twice: ..."``) and says which
 side does what, both ways round (the candidate feeds sigma where the reference feeds ln(sigma) / 4,
 or the reverse). The causes of the bugs seen in the wild before the sinusoid are here (scaling,
 rounding, truncation, reversed time, a shift applied twice, a respaced index, a map skipped, per-token
 timesteps collapsed, a dropped guidance path); those of the sinusoid and after it are in
-:mod:`timestep_embed.interop.embedding_causes`.
+`timestep_embed.interop.embedding_causes`.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def _phase(stage: Stage) -> torch.Tensor:
 
 
 def _named(how: str, a: Stage, x: torch.Tensor, y: torch.Tensor) -> str:
-    """A map candidate = f(reference) found by :func:`relate`, in words."""
+    """A map candidate = f(reference) found by [`relate`][timestep_embed.analysis.relation.relate], in words."""
     f = how[len("candidate = ") :]
     guidance = a.label == "guidance"
     if f.startswith("1000 x reference"):
@@ -150,7 +151,7 @@ def _named(how: str, a: Stage, x: torch.Tensor, y: torch.Tensor) -> str:
 
 
 def _named_reverse(f: str, a: Stage, x: torch.Tensor, y: torch.Tensor) -> str:
-    """A map reference = f(candidate), in words (the reverse direction of :func:`_named`)."""
+    """A map reference = f(candidate), in words (the reverse direction of `_named`)."""
     if f.startswith("ln(reference) / 4"):
         return (
             f"sigma where ln(sigma) / 4 is expected: the candidate feeds sigma itself ({describe_values(y)}) where "

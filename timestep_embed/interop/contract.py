@@ -1,10 +1,10 @@
 """The timestep contract of a model family: what its scheduler produces, what reaches the sinusoid.
 
-A :class:`TimestepContract` follows one number from the scheduler to the blocks: the raw value (an
-integer step, sigma, sigma * 1000 ...), what the pipeline passes as the model's ``timestep``
-(:attr:`~TimestepContract.to_model`), what the model does with it before the sinusoid and in which
-dtype (:attr:`~TimestepContract.to_sinusoid`), the sinusoid, the MLP and how the embedding enters
-the blocks. The registry of real families is :mod:`timestep_embed.interop.contracts`.
+A [`TimestepContract`][timestep_embed.interop.TimestepContract] follows one number from the scheduler to the blocks: the
+raw value (an integer step, sigma, sigma * 1000 ...), what the pipeline passes as the model's ``timestep``
+(`TimestepContract.to_model`), what the model does with it before the sinusoid and in which
+dtype (`TimestepContract.to_sinusoid`), the sinusoid, the MLP and how the embedding enters
+the blocks. The registry of real families is [`timestep_embed.interop.contracts`][timestep_embed.interop.contracts].
 
 No diffusers import: a contract is data and a few lines of arithmetic on tensors.
 """
@@ -54,7 +54,7 @@ class TimestepContract:
     """The time path of one model family, from the scheduler's value to the blocks.
 
     Attributes:
-        name: the key in :data:`~timestep_embed.interop.contracts.CONTRACTS`.
+        name: the key in `timestep_embed.interop.contracts.CONTRACTS`.
         family: the models it covers, in words.
         sources: ``repository: path`` of every file it was read from.
         raw: what the scheduler or sampler produces, in words (``"integer step t in 0..999"``).
@@ -125,7 +125,8 @@ class TimestepContract:
         self, raw, dtype: torch.dtype = torch.float32, latents_dtype: torch.dtype | None = None
     ) -> torch.Tensor:
         """The value that reaches the sinusoid for raw scheduler values ``raw`` in a model of ``dtype``
-        (the pipeline's latents in ``latents_dtype``: see :meth:`model_input`)."""
+        (the pipeline's latents in ``latents_dtype``: see
+        [`model_input`][timestep_embed.interop.contract.TimestepContract.model_input])."""
         return self.to_sinusoid(self.model_input(raw, latents_dtype), dtype)
 
     def describe(self) -> str:

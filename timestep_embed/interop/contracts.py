@@ -1,8 +1,8 @@
 """The timestep contracts of real model families, each citing the files it was read from.
 
-``CONTRACTS[name]`` is a :class:`~timestep_embed.interop.contract.TimestepContract`;
-:func:`contract_for` picks the one of a diffusers model from its class and config. For the families
-diffusers implements, ``tests/interop/test_contracts.py`` feeds a tiny random-weight model of that
+``CONTRACTS[name]`` is a [`TimestepContract`][timestep_embed.interop.TimestepContract];
+[`contract_for`][timestep_embed.interop.contract_for] picks the one of a diffusers model from its class and config. For
+the families diffusers implements, ``tests/interop/test_contracts.py`` feeds a tiny random-weight model of that
 class the raw scheduler values through the contract and checks that the model's own time path
 computes exactly what the contract says: the sinusoid's input and output, and the MLP's output.
 """
@@ -34,7 +34,7 @@ CONTRACTS: dict[str, TimestepContract] = {c.name: c for c in _CONTRACTS}
 
 
 def get_contract(name: str) -> TimestepContract:
-    """The contract called ``name`` (see :data:`CONTRACTS`)."""
+    """The contract called ``name`` (see `CONTRACTS`)."""
     if name not in CONTRACTS:
         raise ValueError(f"no timestep contract {name!r}; known: {', '.join(CONTRACTS)}")
     return CONTRACTS[name]

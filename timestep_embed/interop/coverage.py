@@ -1,15 +1,19 @@
 """How much of the installed diffusers' model zoo the interop covers, measured class by class.
 
-:func:`time_classes` walks diffusers' model classes (every ``ModelMixin`` it exports) and keeps those
-whose ``forward`` takes a timestep or noise level. :func:`check_class` builds the class's tiny
-random-weight model (:mod:`timestep_embed.interop.tiny`) and runs four checks, each ``"ok"`` or the
+`time_classes` walks diffusers' model classes (every ``ModelMixin`` it exports) and keeps those
+whose ``forward`` takes a timestep or noise level. `check_class` builds the class's tiny
+random-weight model (`timestep_embed.interop.tiny`) and runs four checks, each ``"ok"`` or the
 precise reason it fails:
 
-* **contract**: :func:`contract_for` names the family, and what the model's own sinusoid receives is
+* **contract**: [`contract_for`][timestep_embed.interop.contract_for] names the family, and what the model's own
+sinusoid receives is
   what the contract computes from the pipeline's timestep (no ``contract:`` or ``convention:`` flag);
-* **patch**: :func:`patch_diffusers_model` keeps the output bit for bit (and the state-dict keys);
-* **trace**: :func:`trace_time_path` records the sinusoid's input, the sinusoid and the time MLP;
-* **from_state_dict**: :meth:`TimestepEmbedder.from_state_dict` on the model's full state dict gives
+* **patch**: [`patch_diffusers_model`][timestep_embed.interop.patch_diffusers_model] keeps the output bit for bit (and
+the state-dict keys);
+* **trace**: [`trace_time_path`][timestep_embed.interop.trace_time_path] records the sinusoid's input, the sinusoid and
+the time MLP;
+* **from_state_dict**: [`TimestepEmbedder.from_state_dict`][timestep_embed.nn.embedder.TimestepEmbedder.from_state_dict]
+on the model's full state dict gives
   the model's own time MLP output (``torch.equal``) for the pipeline's timestep.
 
 Only public API is used, so the same checks measure any version of the package.
@@ -201,7 +205,7 @@ def check_class(name: str, arguments: tuple[str, ...] = ()) -> CoverageRow:
 
 
 def coverage(names=None) -> list[CoverageRow]:
-    """:func:`check_class` for every class of :func:`time_classes` (or those of ``names``)."""
+    """`check_class` for every class of `time_classes` (or those of ``names``)."""
     found = time_classes()
     return [check_class(n, found[n]) for n in found if names is None or n in names]
 

@@ -1,6 +1,6 @@
 """Why a diffusers class with a time argument is not covered on one of the four checks of
-:mod:`timestep_embed.interop.coverage`, in a porter's words: each read from the class's source in the
-installed diffusers. :data:`NOT_BUILT` names the classes without a tiny model, :data:`LIMITS` the
+`timestep_embed.interop.coverage`, in a porter's words: each read from the class's source in the
+installed diffusers. `NOT_BUILT` names the classes without a tiny model, `LIMITS` the
 checks that cannot pass on a built one (the failing check's own message is replaced by the reason)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 ``Timesteps`` + ``TimestepEmbedding`` (many on Wan's, HunyuanVideo's or SANA's): Helios, JoyImage,
 AnyFlow, HunyuanVideo 1.5, LTX-2, SANA-Video, Lumina-Next, Motif-Video, NucleusMoE-Image, ERNIE-Image,
 GLM-Image, Cosmos 3 Omni, EasyAnimate, MiniMax-H3, HunyuanImage 2.1. Each is read from the diffusers model and pipeline
-files it cites; ChronoEdit and Wan-Animate use :data:`wan21`'s, ConsisID CogVideoX's and
+files it cites; ChronoEdit and Wan-Animate use `wan21`'s, ConsisID CogVideoX's and
 HunyuanVideo-Framepack HunyuanVideo's (the same pipeline arithmetic)."""
 
 from __future__ import annotations

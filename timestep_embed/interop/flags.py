@@ -1,5 +1,5 @@
-"""The flags :func:`trace_time_path` raises on recorded stages: a timestep rounded by a 16-bit dtype,
-a value outside the range the contract expects (1000 x off), the scale applied twice, a sinusoid
+"""The flags [`trace_time_path`][timestep_embed.interop.trace_time_path] raises on recorded stages: a timestep rounded
+by a 16-bit dtype, a value outside the range the contract expects (1000 x off), the scale applied twice, a sinusoid
 that is not the contract's convention."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ _HALF = (torch.float16, torch.bfloat16)
 
 
 def flag_stages(stages: list[Stage], contract: TimestepContract | None) -> list[str]:
-    """The flags of :func:`trace_time_path` on recorded stages (see the module docstring)."""
+    """The flags of [`trace_time_path`][timestep_embed.interop.trace_time_path] on recorded stages (see the module
+    docstring)."""
     flags: list[str] = []
     given = stages[0].value if stages and stages[0].kind == "timestep" else None
     inputs = [s for s in stages if s.kind == "sinusoid input"]

@@ -1,7 +1,7 @@
 """Is a dtype safe for a family's time path? The tracer's precision report over a real sampling run.
 
-:func:`schedule_precision` follows every raw value of the family's sampling run
-(:mod:`~timestep_embed.interop.schedules`) through its contract in a model of ``dtype`` (the pipeline's
+`schedule_precision` follows every raw value of the family's sampling run
+(`timestep_embed.interop.schedules`) through its contract in a model of ``dtype`` (the pipeline's
 latents in that dtype too, as the pipelines keep them) and against float64, and reports:
 
 * **collisions**: distinct scheduler values that reach the sinusoid as one (bfloat16 Flux at 50 steps);
@@ -11,7 +11,7 @@ latents in that dtype too, as the pipelines keep them) and against float64, and 
   predicted to first order as ``|dx| * |d emb / dx|``).
 
 ``safe`` holds when no two steps collide and the rounding moves no step's embedding by more than
-:data:`SAFE_FRACTION` of the way to its neighbour's (the model sees, to that fraction of a step, the time
+`SAFE_FRACTION` of the way to its neighbour's (the model sees, to that fraction of a step, the time
 it was trained on; without a sinusoid, no input may move by that fraction of the smallest gap). The
 rounding of the sinusoid's output before the MLP, the same for every family, is reported, not judged.
 No diffusers import.
@@ -47,7 +47,7 @@ def sinusoid64(x: torch.Tensor, dim: int, convention: Convention) -> torch.Tenso
 
 @dataclass
 class SchedulePrecision:
-    """What :func:`schedule_precision` found (see the module docstring); tensors are per step."""
+    """What `schedule_precision` found (see the module docstring); tensors are per step."""
 
     contract: str
     dtype: torch.dtype
@@ -135,10 +135,10 @@ def schedule_precision(
     """The precision of a family's time path in ``dtype`` over its real sampling run.
 
     Args:
-        family: a contract name (``"flux_dev"``), a :class:`TimestepContract`, or a diffusers model
-            (its contract by :func:`contract_for`).
+        family: a contract name (``"flux_dev"``), a [`TimestepContract`][timestep_embed.interop.TimestepContract], or a
+            diffusers model (its contract by [`contract_for`][timestep_embed.interop.contract_for]).
         dtype: the dtype the model (and, with ``latents_in_dtype``, the pipeline's latents) runs in.
-        schedule: the run (default :func:`schedule_for` the contract), or raw scheduler values.
+        schedule: the run (default `schedule_for` the contract), or raw scheduler values.
         dim: the sinusoid's width (default the contract's, else 256).
         latents_in_dtype: the pipeline keeps its latents in ``dtype`` (as diffusers' pipelines do when
             the model is loaded in it), so a pipeline that casts the timestep to them rounds it there.

@@ -1,6 +1,6 @@
 """The raw values a family's sampler produces over one real sampling run, in plain torch (no diffusers):
 the arithmetic of diffusers' schedulers' ``set_timesteps`` (tested equal to diffusers' own where it is
-installed) and of EDM's Karras grid. :func:`schedule_for` picks a family's run from its contract."""
+installed) and of EDM's Karras grid. `schedule_for` picks a family's run from its contract."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ SCHEDULES: dict[str, Schedule] = {
 
 
 def schedule_for(contract: TimestepContract) -> Schedule:
-    """The run of :data:`SCHEDULES` for the contract's family; else one that fits its raw range:
+    """The run of `SCHEDULES` for the contract's family; else one that fits its raw range:
     integer steps: DDIM, 50 steps; sigma * 1000: flow matching, 28 steps, shift 3.0; a unit range:
     the same flow run / 1000; noise levels: 18 Karras sigmas over the range."""
     if contract.name in SCHEDULES:

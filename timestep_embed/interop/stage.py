@@ -1,4 +1,5 @@
-"""One recorded value of a time path: what :func:`trace_time_path` records and :func:`verify_port` compares."""
+"""One recorded value of a time path: what [`trace_time_path`][timestep_embed.interop.trace_time_path] records and
+[`verify_port`][timestep_embed.interop.verify_port] compares."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ STAGE_KINDS = ("timestep", "sinusoid input", "sinusoid", "time embedding", "modu
 
 @dataclass
 class Stage:
-    """One recorded value: ``kind`` (see :data:`STAGE_KINDS`), ``label`` (``"timestep"``, ``"guidance"``,
+    """One recorded value: ``kind`` (see `STAGE_KINDS`), ``label`` (``"timestep"``, ``"guidance"``,
     ``"time ids"``, ``"refiner"`` ...: which time-like input it carries), the module's dotted path and
     the tensor.
 
@@ -21,8 +22,8 @@ class Stage:
     float64 (times the module's ``scale``, the log taken where the module takes it: diffusers'
     ``Timesteps(scale=1000)`` fed sigma and a plain sinusoid fed sigma * 1000 see the same), and
     ``frequency``: the largest frequency that multiplies it (1 for a sinusoid with ``max_period >= 1``,
-    ``2 pi max |w|`` for Fourier features). :func:`verify_port` compares ``phase`` and judges the
-    sinusoid against the float32 rounding of ``phase * frequency``."""
+    ``2 pi max |w|`` for Fourier features). [`verify_port`][timestep_embed.interop.verify_port] compares ``phase`` and
+    judges the sinusoid against the float32 rounding of ``phase * frequency``."""
 
     kind: str
     label: str

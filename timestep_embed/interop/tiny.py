@@ -4,8 +4,8 @@
 arguments of its forward other than the timestep, and what its pipeline feeds as ``timestep``
 (integer steps, flow-matching sigma * 1000, or Flux's sigma in [0, 1]). ``run(model, inputs, t)``
 returns the output tensor. diffusers is imported lazily; the sizes are the smallest each config
-allows. The specs (:class:`~timestep_embed.interop.tiny_spec.Tiny`) are in ``tiny_unets.py`` and
-``tiny_dits.py``; :data:`BY_CLASS` names one per diffusers class.
+allows. The specs (`timestep_embed.interop.tiny_spec.Tiny`) are in ``tiny_unets.py`` and
+``tiny_dits.py``; `BY_CLASS` names one per diffusers class.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What a tiny random-weight diffusers model is made of: its class, a small config, the other inputs of
-its forward and the timesteps its pipeline feeds (see :mod:`timestep_embed.interop.tiny`)."""
+its forward and the timesteps its pipeline feeds (see `timestep_embed.interop.tiny`)."""
 
 from __future__ import annotations
 

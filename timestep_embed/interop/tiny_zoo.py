@@ -1,4 +1,4 @@
-"""Tiny models of more diffusers classes, for the coverage report (:mod:`timestep_embed.interop.coverage`):
+"""Tiny models of more diffusers classes, for the coverage report (`timestep_embed.interop.coverage`):
 UNets built on Stable Diffusion's and the image and video transformers of the installed diffusers.
 The sizes follow the smallest configurations diffusers' own model tests use."""
 

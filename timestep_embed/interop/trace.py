@@ -1,13 +1,13 @@
 """Follow the timestep through a model: what arrives, what reaches the sinusoid, what leaves each stage.
 
-:func:`trace_time_path` runs a model once with forward hooks on its time-path modules and records,
-in call order, every stage: the ``timestep`` argument, each sinusoid's (or Fourier projection's) input
-and output, each time MLP's output, each block's modulation and the model's output. It works on
+[`trace_time_path`][timestep_embed.interop.trace_time_path] runs a model once with forward hooks on its time-path
+modules and records, in call order, every stage: the ``timestep`` argument, each sinusoid's (or Fourier projection's)
+input and output, each time MLP's output, each block's modulation and the model's output. It works on
 diffusers' models (their ``Timesteps``, ``GaussianFourierProjection``, ``TimestepEmbedding`` and
 ``AdaLayerNorm*`` modules, found by class name) and on this package's modules. Then it flags what
 goes wrong in ports: a timestep rounded by a low-precision dtype, a value outside the range the
-model's :class:`TimestepContract` expects, the scale applied twice, a sinusoid that is not the
-contract's convention.
+model's [`TimestepContract`][timestep_embed.interop.TimestepContract] expects, the scale applied twice, a sinusoid that
+is not the contract's convention.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ _MODULATION_LINEARS = ("time_emb_proj", "emb_proj", "time_emb", "time_proj")
 
 @dataclass
 class TimePathTrace:
-    """What :func:`trace_time_path` saw: the stages in call order and the flags raised on them."""
+    """What [`trace_time_path`][timestep_embed.interop.trace_time_path] saw: the stages in call order and the flags
+    raised on them."""
 
     model: str
     contract: str | None
@@ -52,7 +53,7 @@ class TimePathTrace:
 
     def precision(self, dtype: torch.dtype = torch.bfloat16, **options):
         """The precision of this model's time path in ``dtype`` over its family's real sampling run
-        (:func:`~timestep_embed.interop.precision.schedule_precision` of the trace's contract)."""
+        (`timestep_embed.interop.precision.schedule_precision` of the trace's contract)."""
         if self.contract is None:
             raise ValueError(f"this trace of {self.model} has no contract: pass contract= to trace_time_path")
         return schedule_precision(self.contract, dtype, **options)
@@ -149,7 +150,7 @@ def _first_tensor(out) -> torch.Tensor | None:
 
 
 def phase_of(module: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """``(phase, frequency)`` of a sinusoid module's input ``x`` (see :class:`Stage`)."""
+    """``(phase, frequency)`` of a sinusoid module's input ``x`` (see [`Stage`][timestep_embed.interop.Stage])."""
     if isinstance(module, SinusoidalEmbedding):
         c = module.convention
         if module.scale_in_input_dtype and x.is_floating_point():
@@ -242,8 +243,9 @@ def trace_time_path(
             any module holding them.
         timesteps: what the model is given as its timestep, exactly as the pipeline passes it.
         inputs: the model's other keyword arguments; None calls ``model(timesteps)``.
-        contract: the :class:`TimestepContract` (or its name) to check against; ``"auto"`` picks the
-            one of a diffusers model's class (:func:`contract_for`); None checks without one.
+        contract: the [`TimestepContract`][timestep_embed.interop.TimestepContract] (or its name) to check against;
+            ``"auto"`` picks the one of a diffusers model's class
+            ([`contract_for`][timestep_embed.interop.contract_for]); None checks without one.
         timestep_arg: the keyword the timestep is passed as, with ``inputs`` (``"t"`` for the DDPM UNet).
     """
     if not isinstance(model, nn.Module):
@@ -265,7 +267,8 @@ def trace_time_path(
 
 def trace_stages(stages: Mapping[str, Callable], timesteps: TimestepsLike, name: str = "stages") -> TimePathTrace:
     """A trace from callables per stage: ``{"sinusoid input": f, "sinusoid": g, "time embedding": h, ...}``
-    applied in :data:`STAGE_KINDS` order, each to the previous stage's value (for :func:`verify_port`)."""
+    applied in `STAGE_KINDS` order, each to the previous stage's value (for
+    [`verify_port`][timestep_embed.interop.verify_port])."""
     unknown = set(stages) - set(STAGE_KINDS[1:])
     if unknown:
         raise ValueError(f"unknown stage(s) {sorted(unknown)}; stages are {', '.join(STAGE_KINDS[1:])}")

@@ -1,10 +1,10 @@
 """Two implementations of one time path: where do they part, by how much, and why?
 
-:func:`verify_port` traces both (:func:`trace_time_path`), each called with its own inputs (a whole
-diffusers model against a standalone embedder, say), lines their stages up (the timestep, the
-sinusoid's input, the sinusoid, the time MLP, each block's modulation, the output; per label:
-timestep, guidance, time ids, refiner ...) and names the first stage that differs, with its likely
-cause in a porter's words (:mod:`timestep_embed.interop.causes`).
+[`verify_port`][timestep_embed.interop.verify_port] traces both
+([`trace_time_path`][timestep_embed.interop.trace_time_path]), each called with its own inputs (a whole diffusers model
+against a standalone embedder, say), lines their stages up (the timestep, the sinusoid's input, the sinusoid, the time
+MLP, each block's modulation, the output; per label: timestep, guidance, time ids, refiner ...) and names the first
+stage that differs, with its likely cause in a porter's words (`timestep_embed.interop.causes`).
 
 What differs is judged against what float32 rounding allows, not a fixed tolerance: the sinusoid at
 ``t`` may differ by a few ulps of its phase ``t * w`` (two correct ports that form the frequencies in
@@ -57,8 +57,8 @@ class StageDiff:
 
 @dataclass
 class PortVerdict:
-    """The result of :func:`verify_port`: ``parted`` is the first stage that differs (None: they agree on
-    every stage both record), ``causes`` its likely causes, ``stages`` every aligned stage."""
+    """The result of [`verify_port`][timestep_embed.interop.verify_port]: ``parted`` is the first stage that differs
+    (None: they agree on every stage both record), ``causes`` its likely causes, ``stages`` every aligned stage."""
 
     parted: StageDiff | None
     causes: list[str]
@@ -155,8 +155,9 @@ def verify_port(
     """Run two implementations of a time path, each on its own inputs, and name where they part.
 
     Args:
-        reference: a model (diffusers' or ours), a :class:`TimePathTrace` already taken, or callables
-            per stage (``{"sinusoid input": f, "sinusoid": g, "time embedding": h}``, see :func:`trace_stages`).
+        reference: a model (diffusers' or ours), a [`TimePathTrace`][timestep_embed.interop.TimePathTrace] already
+            taken, or callables per stage (``{"sinusoid input": f, "sinusoid": g, "time embedding": h}``, see
+            [`trace_stages`][timestep_embed.interop.trace_stages]).
         candidate: the other implementation, in the same forms.
         timesteps: the reference's timestep argument (and the candidate's, unless
             ``candidate_timesteps`` is given); 4 or more distinct values let a differing sinusoid's

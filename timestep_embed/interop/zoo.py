@@ -1,9 +1,9 @@
 """The port-bug zoo: the bugs porters report, planted into every family they apply to, each checked
-with :func:`verify_port` on random weights and random timesteps.
+with [`verify_port`][timestep_embed.interop.verify_port] on random weights and random timesteps.
 
-Every :class:`ZooBug` cites the public threads that report it. :func:`run_zoo` applies each bug to
-each of its families and records whether :func:`verify_port` detects it, at which stage, and the
-cause it names; :func:`false_alarms` checks that correct pairs (a copy; the same weights with a
+Every `ZooBug` cites the public threads that report it. `run_zoo` applies each bug to
+each of its families and records whether [`verify_port`][timestep_embed.interop.verify_port] detects it, at which stage,
+and the cause it names; `false_alarms` checks that correct pairs (a copy; the same weights with a
 float64 sinusoid, whose float32 rounding differs; a whole diffusers model against the standalone
 embedder read from its checkpoint) raise nothing. ``python scripts/port_bug_zoo.py`` prints the table.
 """
@@ -55,8 +55,9 @@ __all__ = ["ZooBug", "ZooResult", "ZOO", "run_zoo", "false_alarms", "zoo_table"]
 
 @dataclass(frozen=True)
 class ZooBug:
-    """One bug class: what it is, where it was reported, where :func:`verify_port` should part (``stage``)
-    and how its cause begins (``cause``), the families it applies to and how a case is planted."""
+    """One bug class: what it is, where it was reported, where [`verify_port`][timestep_embed.interop.verify_port]
+    should part (``stage``) and how its cause begins (``cause``), the families it applies to and how a case is
+    planted."""
 
     name: str
     title: str
@@ -190,7 +191,7 @@ def run_one(bug: ZooBug, family: str, seed: int = 0) -> ZooResult:
 
 
 def run_zoo(bugs=None, families=None, seed: int = 0) -> list[ZooResult]:
-    """Every bug of ``bugs`` (default :data:`ZOO`) on every family it applies to (within ``families``)."""
+    """Every bug of ``bugs`` (default `ZOO`) on every family it applies to (within ``families``)."""
     chosen = [b for b in ZOO if bugs is None or b.name in bugs]
     for family in {f for b in chosen for f in b.families if f in TINY_MODELS}:
         family_model(family)  # diffusers and each model's module imported once, before any check is timed

@@ -1,7 +1,8 @@
 """How the port-bug zoo plants its bugs: what a buggy pipeline feeds (``candidate_timesteps``), and
 the modules of a buggy time path (a sinusoid with its convention changed or its phase in 16 bits,
 an activation in the wrong place, a model with a path dropped or its modulation chunks reordered).
-Each ``*_case`` function returns the keyword arguments of :func:`verify_port` for one family."""
+Each ``*_case`` function returns the keyword arguments of [`verify_port`][timestep_embed.interop.verify_port] for one
+family."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """The correct time path of every family the port-bug zoo plants its bugs into, with random weights.
 
-:func:`family_embedder` builds a family's time path the way a porter gets it: a synthetic checkpoint
+`family_embedder` builds a family's time path the way a porter gets it: a synthetic checkpoint
 in the family's own key layout (random weights, the widths its models use), read back by
-:meth:`TimestepEmbedder.from_state_dict`, so the sinusoid in front is the layout's.
-:func:`family_timesteps` draws what the family's pipeline feeds its model, at random over its
+[`TimestepEmbedder.from_state_dict`][timestep_embed.nn.embedder.TimestepEmbedder.from_state_dict], so the sinusoid in
+front is the layout's. `family_timesteps` draws what the family's pipeline feeds its model, at random over its
 sampling range. Whole diffusers models (guidance, per-token timesteps, block modulations) come from
-:mod:`timestep_embed.interop.tiny`.
+`timestep_embed.interop.tiny`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Find the time path in a real checkpoint: which layout, under which prefix, which MLPs; strict loading.
 
-No diffusers import: the layouts (:mod:`timestep_embed.nn.layouts`) are plain strings. Our names
+No diffusers import: the layouts (`timestep_embed.nn.layouts`) are plain strings. Our names
 are diffusers' names (``time_embedding.linear_1.weight`` ...), so a diffusers UNet's time path needs
 no renaming.
 """
@@ -155,8 +155,8 @@ def find_time_paths(
 ) -> LayoutMatch:
     """The layout of a whole-model state dict and every MLP of it that was found.
 
-    Tries each layout of :data:`LAYOUTS` under each of the
-    :data:`~timestep_embed.nn.layouts.KNOWN_PREFIXES` (or ``prefix``): its main MLP's first weight
+    Tries each layout of `LAYOUTS` under each of the
+    `timestep_embed.nn.layouts.KNOWN_PREFIXES` (or ``prefix``): its main MLP's first weight
     must be there, its markers too, its absent keys not. Of the layouts that fit, the one with the
     most markers wins (Stable Diffusion's keys are guided-diffusion's plus cross-attention).
 
@@ -221,11 +221,12 @@ def embedder_state_dict(
     family: str | None = None,
     which: str = "timestep",
 ) -> dict[str, torch.Tensor]:
-    """One time path of a whole-model checkpoint, renamed for :class:`TimestepEmbedder`.
+    """One time path of a whole-model checkpoint, renamed for [`TimestepEmbedder`][timestep_embed.TimestepEmbedder].
 
     Returns ``{"time_embedding.linear_1.weight": ..., ...}``, with ``time_proj.weight`` where the
     layout has Fourier features (a ``[n, 1]`` weight flattened to ``[n]``), ready for
-    ``TimestepEmbedder.load_state_dict``; ``which`` picks the MLP (see :func:`find_time_paths`).
+    ``TimestepEmbedder.load_state_dict``; ``which`` picks the MLP (see
+    [`find_time_paths`][timestep_embed.nn.find_time_paths]).
     """
     match = find_time_paths(state_dict, family=family, layout=layout, prefix=prefix)
     return match_state_dict(state_dict, match, which)
@@ -254,8 +255,8 @@ def _time_labels(match: LayoutMatch) -> list[str]:
 
 
 def to_layout(state_dict: Mapping[str, torch.Tensor], layout: str, prefix: str = "") -> dict[str, torch.Tensor]:
-    """The reverse of :func:`embedder_state_dict`: our embedder's keys renamed into ``layout`` (its
-    main MLP; block 0's copy for per-block layouts; the Fourier weight under the layout's key)."""
+    """The reverse of [`embedder_state_dict`][timestep_embed.nn.embedder_state_dict]: our embedder's keys renamed into
+    ``layout`` (its main MLP; block 0's copy for per-block layouts; the Fourier weight under the layout's key)."""
     check_state_dict(state_dict)
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")

@@ -1,8 +1,8 @@
 """What a checkpoint layout is: the MLPs of a time path under their key names, the keys that tell a
 layout apart, and what the layout says about the sinusoid in front of its MLP.
 
-Data only (no diffusers import). The layouts are in :mod:`~timestep_embed.nn.unet_layouts` and
-:mod:`~timestep_embed.nn.transformer_layouts`; :mod:`~timestep_embed.nn.checkpoints` finds one in a
+Data only (no diffusers import). The layouts are in `timestep_embed.nn.unet_layouts` and
+`timestep_embed.nn.transformer_layouts`; [`checkpoints`][timestep_embed.nn.checkpoints] finds one in a
 state dict. Each layout names the files its keys were read from; the original releases' names are
 those diffusers' converters (``diffusers/loaders/single_file_utils.py``,
 ``scripts/convert_*_to_diffusers.py``) map.
@@ -55,8 +55,8 @@ class Layout:
     as ``in_model_dtype``), else the scale multiplies the float32 phase (diffusers' ``Timesteps``).
     ``time_input``: what the model does to its timestep before
     the sinusoid (k-diffusion: ``ln(sigma) / 4``). ``fourier``: the Fourier weights' key and the
-    :class:`FourierEmbedding` options instead of a sinusoid. ``auto=False``: picked only when the
-    family or the layout is named (its keys are a generic layout's)."""
+    [`FourierEmbedding`][timestep_embed.FourierEmbedding] options instead of a sinusoid. ``auto=False``: picked only
+    when the family or the layout is named (its keys are a generic layout's)."""
 
     name: str
     family: str | None

@@ -1,17 +1,17 @@
 """The embedder's pretrained folders: its ``config.json`` (the constructor's arguments, flat) both ways,
 and what a diffusers model folder's ``config.json`` says that its weights do not.
 
-Our folder: ``config.json`` holds :class:`TimestepEmbedder`'s own arguments (``emb_dim``, ``sinusoid_dim``,
-``convention`` (a preset's name where it is one), ``time_input``, ``num_timesteps``, ``act``, ``post_act``,
-``cond_dim``, ``precise``), so ``huggingface_hub.PyTorchModelHubMixin`` rebuilds an embedder with the
+Our folder: ``config.json`` holds [`TimestepEmbedder`][timestep_embed.TimestepEmbedder]'s own arguments (``emb_dim``,
+``sinusoid_dim``, ``convention`` (a preset's name where it is one), ``time_input``, ``num_timesteps``, ``act``,
+``post_act``, ``cond_dim``, ``precise``), so ``huggingface_hub.PyTorchModelHubMixin`` rebuilds an embedder with the
 default sinusoid and MLP from it; a time path beyond those (Fourier features, the cast to the model's
 dtype, another MLP width) is described under ``_time_proj`` / ``_mlp``, which the mixin ignores and
-:meth:`TimestepEmbedder.from_pretrained` reads.
+[`TimestepEmbedder.from_pretrained`][timestep_embed.nn.embedder.TimestepEmbedder.from_pretrained] reads.
 
 A diffusers folder (``_class_name``, ``_diffusers_version``): a UNet keeps its sinusoid's flags
 (``flip_sin_to_cos``, ``freq_shift``), its MLP's activations (``act_fn``, ``timestep_post_act``) and its
-Fourier options (``time_embedding_type``) in the config; :func:`diffusers_options` turns them into the
-arguments of :meth:`TimestepEmbedder.from_state_dict`.
+Fourier options (``time_embedding_type``) in the config; `diffusers_options` turns them into the
+arguments of [`TimestepEmbedder.from_state_dict`][timestep_embed.nn.embedder.TimestepEmbedder.from_state_dict].
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def embedder_config(embedder) -> dict:
 
 def embedder_arguments(config: dict) -> tuple[dict, dict | None]:
     """``(TimestepEmbedder keyword arguments, the MLP's extras or None)`` from a config written by
-    :func:`embedder_config`, or by the nested format of earlier versions (``sinusoid`` / ``fourier`` keys)."""
+    `embedder_config`, or by the nested format of earlier versions (``sinusoid`` / ``fourier`` keys)."""
     kwargs = {k: v for k, v in config.items() if not k.startswith("_") and k not in ("sinusoid", "fourier")}
     conv = kwargs.get("convention", "adm")
     if isinstance(conv, dict):
@@ -143,7 +143,8 @@ def _fourier_default(config: dict) -> dict:
 
 
 def diffusers_options(config: dict, state: dict[str, torch.Tensor]) -> dict:
-    """The :meth:`TimestepEmbedder.from_state_dict` arguments a diffusers model folder's config gives."""
+    """The [`TimestepEmbedder.from_state_dict`][timestep_embed.nn.embedder.TimestepEmbedder.from_state_dict] arguments a
+    diffusers model folder's config gives."""
     name = config.get("_class_name")
     options: dict = {}
     if name in DIFFUSERS_LAYOUTS:
