@@ -73,6 +73,7 @@ class PortVerdict:
 
     def summary(self) -> str:
         lines = [f"reference {self.reference.model} vs candidate {self.candidate.model}, tolerance {self.tol:g}"]
+        downstream = False  # past the first difference, what a stage allows follows from it: not shown
         for d in self.stages:
             mark = "  <- first difference" if d is self.parted else ""
             if d.missing:
@@ -83,9 +84,13 @@ class PortVerdict:
                 lines.append(f"  {d.name}: shapes {d.shapes[0]} vs {d.shapes[1]}{mark}")
             elif d.nonfinite:
                 lines.append(f"  {d.name}: {d.nonfinite} entries NaN or infinite on one side only{mark}")
+            elif math.isinf(d.allowed):
+                lines.append(f"  {d.name}: not compared (each side is given its own timesteps)")
             else:
-                within = f", float32 rounding allows {d.allowed:.2g}" if d.max_abs and d.allowed > 0 else ""
+                shown = d.max_abs and d.allowed > 0 and not downstream
+                within = f", float32 rounding allows {d.allowed:.2g}" if shown else ""
                 lines.append(f"  {d.name}: max abs {d.max_abs:.3g} (relative {d.relative:.3g}){within}{mark}")
+            downstream = downstream or d is self.parted
         if self.parted is None:
             return "\n".join(lines + ["  the two time paths agree on every stage both record"])
         return "\n".join(lines + [f"  likely cause: {c}" for c in self.causes])
