@@ -16,15 +16,29 @@ from .patch import require_diffusers
 from .tiny_custom import CUSTOM
 from .tiny_derived import DERIVED
 from .tiny_dits import DITS
+from .tiny_flux_like import FLUX_LIKE
 from .tiny_more import MORE
 from .tiny_newer import NEWER
+from .tiny_sd_unets import ZOO_UNETS
 from .tiny_spec import Tiny
 from .tiny_unets import UNETS
-from .tiny_zoo import ZOO_TRANSFORMERS, ZOO_UNETS
+from .tiny_video import VIDEO
+from .tiny_zoo import ZOO_TRANSFORMERS
 
 __all__ = ["TINY", "BY_CLASS", "build", "run"]
 
-TINY: dict[str, Tiny] = {**UNETS, **DITS, **ZOO_UNETS, **ZOO_TRANSFORMERS, **DERIVED, **NEWER, **CUSTOM, **MORE}
+TINY: dict[str, Tiny] = {
+    **UNETS,
+    **DITS,
+    **ZOO_UNETS,
+    **ZOO_TRANSFORMERS,
+    **FLUX_LIKE,
+    **DERIVED,
+    **VIDEO,
+    **NEWER,
+    **CUSTOM,
+    **MORE,
+}
 BY_CLASS: dict[str, str] = {}
 for _name, _spec in TINY.items():
     BY_CLASS.setdefault(_spec.cls, _name)

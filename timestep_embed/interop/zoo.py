@@ -251,14 +251,14 @@ def zoo_table(results: list[ZooResult], alarms: list[tuple[str, str, PortVerdict
             continue
         ok = sum(r.detected and r.expected for r in rs)
         note = f" ({bug.note})" if bug.note else ""
-        cells = (
+        texts = (
             f"{bug.title}{note}",
             ", ".join(bug.sources),
             f"{ok}/{len(rs)}",
             rs[0].stage.split(" [")[0],
             rs[0].cause,
         )
-        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")  # a | would split the cell
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in texts) + " |")  # a | would split the cell
     families = [f for f in ALL if any(r.family == f for r in results)]
     lines += ["", "| bug class | " + " | ".join(families) + " |", "|---|" + "---|" * len(families)]
     for bug in ZOO:
