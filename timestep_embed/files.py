@@ -3,7 +3,7 @@ umask, and with the versions that wrote them.
 
 A crash at any moment leaves either the old file or the new one, never a torn one; a temp file
 left by a kill is named ``.<name>.<random>.tmp`` beside its target. Pretrained folders
-(:func:`save_pretrained`) hold ``config.json`` (the constructor's arguments, flat, as the Hugging Face
+(`save_pretrained`) hold ``config.json`` (the constructor's arguments, flat, as the Hugging Face
 Hub's ``PyTorchModelHubMixin`` and diffusers write them) and ``model.safetensors``: no pickle anywhere.
 """
 
@@ -369,7 +369,7 @@ def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
 def load_pretrained(
     folder: str | os.PathLike, kind: str | None = None, *, subfolder: str | None = None, revision: str | None = None
 ) -> tuple[dict, dict[str, torch.Tensor]]:
-    """``(config, state_dict)`` of a pretrained folder (or Hub repository, see :func:`resolve_pretrained`).
+    """``(config, state_dict)`` of a pretrained folder (or Hub repository, see `resolve_pretrained`).
 
     ``config`` is the flat ``config.json`` (``_class_name`` included). Folders written before the flat
     format (``{"class": kind, "config": {...}}``) still load: their config is returned flat (a UNet's

@@ -278,7 +278,7 @@ class UNet(nn.Module):
     def from_pretrained(
         cls, folder, *, subfolder: str | None = None, torch_dtype: torch.dtype | None = None, device=None
     ) -> UNet:
-        """The UNet :meth:`save_pretrained` wrote (or a folder of earlier versions), weights loaded
+        """The UNet `save_pretrained` wrote (or a folder of earlier versions), weights loaded
         strictly, in eval mode, cast to ``torch_dtype`` and moved to ``device`` when given."""
         if torch_dtype is not None and not (isinstance(torch_dtype, torch.dtype) and torch_dtype.is_floating_point):
             raise ValueError(f"torch_dtype must be a floating torch dtype, got {torch_dtype!r}")

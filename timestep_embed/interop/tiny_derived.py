@@ -7,25 +7,36 @@ from __future__ import annotations
 
 import torch
 
-from .tiny_spec import FLOW, STEPS, Tiny, randn
+from .tiny_spec import FLOW, STEPS, WAN_BLOCKS, Tiny, randn
 
-__all__ = ["DERIVED"]
+__all__ = ["DERIVED", "ANYFLOW_CONFIG"]
+
+ANYFLOW_CONFIG = dict(
+    patch_size=[1, 2, 2],
+    num_attention_heads=2,
+    attention_head_dim=12,
+    in_channels=4,
+    out_channels=4,
+    text_dim=16,
+    freq_dim=256,
+    ffn_dim=32,
+    num_layers=2,
+    cross_attn_norm=True,
+    rope_max_seq_len=32,
+    gate_value=0.25,
+    deltatime_type="r",
+)  # AnyFlow's, and AnyFlow-FAR's with its chunks (tiny_video)
 
 DERIVED = {
     "ChronoEditTransformer3DModel": Tiny(
         "ChronoEditTransformer3DModel",
         dict(
-            patch_size=[1, 2, 2],
-            num_attention_heads=2,
+            WAN_BLOCKS,
             attention_head_dim=8,
             in_channels=16,
             out_channels=16,
             text_dim=32,
             freq_dim=16,
-            ffn_dim=32,
-            num_layers=2,
-            cross_attn_norm=True,
-            qk_norm="rms_norm_across_heads",
             eps=1e-06,
             image_dim=None,
             added_kv_proj_dim=None,
@@ -43,18 +54,13 @@ DERIVED = {
     "WanAnimateTransformer3DModel": Tiny(
         "WanAnimateTransformer3DModel",
         dict(
-            patch_size=[1, 2, 2],
-            num_attention_heads=2,
+            WAN_BLOCKS,
             attention_head_dim=12,
             in_channels=12,
             latent_channels=4,
             out_channels=4,
             text_dim=16,
             freq_dim=256,
-            ffn_dim=32,
-            num_layers=2,
-            cross_attn_norm=True,
-            qk_norm="rms_norm_across_heads",
             image_dim=16,
             rope_max_seq_len=32,
             motion_encoder_channel_sizes={"4": 16, "8": 16, "16": 16},
@@ -78,17 +84,12 @@ DERIVED = {
     "HeliosTransformer3DModel": Tiny(
         "HeliosTransformer3DModel",
         dict(
-            patch_size=[1, 2, 2],
-            num_attention_heads=2,
+            WAN_BLOCKS,
             attention_head_dim=12,
             in_channels=4,
             out_channels=4,
             text_dim=16,
             freq_dim=256,
-            ffn_dim=32,
-            num_layers=2,
-            cross_attn_norm=True,
-            qk_norm="rms_norm_across_heads",
             rope_dim=[4, 4, 4],
             has_multi_term_memory_patch=True,
             guidance_cross_attn=True,
@@ -157,21 +158,7 @@ DERIVED = {
     ),
     "AnyFlowTransformer3DModel": Tiny(
         "AnyFlowTransformer3DModel",
-        dict(
-            patch_size=[1, 2, 2],
-            num_attention_heads=2,
-            attention_head_dim=12,
-            in_channels=4,
-            out_channels=4,
-            text_dim=16,
-            freq_dim=256,
-            ffn_dim=32,
-            num_layers=2,
-            cross_attn_norm=True,
-            rope_max_seq_len=32,
-            gate_value=0.25,
-            deltatime_type="r",
-        ),
+        ANYFLOW_CONFIG,
         lambda: {
             "hidden_states": randn(1, 2, 4, 16, 16),
             "r_timestep": torch.tensor([[250.0, 250.0]]),

@@ -6,7 +6,7 @@ import torch
 
 from .tiny_spec import FLOW, B, Tiny, randn
 
-__all__ = ["DITS"]
+__all__ = ["DITS", "SD3_CONFIG"]
 
 
 def _flux_inputs(guidance: bool):
@@ -40,6 +40,12 @@ def _flux(guidance: bool) -> Tiny:
     )
     return Tiny("FluxTransformer2DModel", config, _flux_inputs(guidance), tuple(t / 1000 for t in FLOW))
 
+
+# SD3's and its ControlNet's (tiny_flux_like)
+SD3_CONFIG = dict(
+    sample_size=8, patch_size=2, in_channels=4, num_layers=1, attention_head_dim=8, num_attention_heads=2,
+    joint_attention_dim=16, caption_projection_dim=16, pooled_projection_dim=8, out_channels=4, pos_embed_max_size=16,
+)  # fmt: skip
 
 DITS = {
     "dit": Tiny(
@@ -77,19 +83,7 @@ DITS = {
     ),
     "sd3": Tiny(
         "SD3Transformer2DModel",
-        dict(
-            sample_size=8,
-            patch_size=2,
-            in_channels=4,
-            num_layers=1,
-            attention_head_dim=8,
-            num_attention_heads=2,
-            joint_attention_dim=16,
-            caption_projection_dim=16,
-            pooled_projection_dim=8,
-            out_channels=4,
-            pos_embed_max_size=16,
-        ),
+        SD3_CONFIG,
         lambda: {
             "hidden_states": randn(B, 4, 8, 8),
             "encoder_hidden_states": randn(B, 3, 16),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from .tiny_dits import SD3_CONFIG
 from .tiny_spec import FLOW, SIGMA, B, Tiny, randn
 
 __all__ = ["FLUX_LIKE"]
@@ -91,19 +92,7 @@ FLUX_LIKE = dict(
         ),
         "SD3ControlNetModel": Tiny(
             "SD3ControlNetModel",
-            dict(
-                sample_size=8,
-                patch_size=2,
-                in_channels=4,
-                num_layers=1,
-                attention_head_dim=8,
-                num_attention_heads=2,
-                joint_attention_dim=16,
-                caption_projection_dim=16,
-                pooled_projection_dim=8,
-                out_channels=4,
-                pos_embed_max_size=16,
-            ),
+            SD3_CONFIG,
             lambda: {
                 "hidden_states": randn(B, 4, 8, 8),
                 "controlnet_cond": randn(B, 4, 8, 8),

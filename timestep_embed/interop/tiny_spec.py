@@ -8,12 +8,17 @@ from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["Tiny", "B", "randn", "FLOW", "STEPS", "SIGMA"]
+__all__ = ["Tiny", "B", "randn", "FLOW", "STEPS", "SIGMA", "WAN_BLOCKS"]
 
 B = 2  # the batch of every tiny model
 STEPS = (3, 917)  # integer steps of a DDPM / DDIM run
 FLOW = (127.5, 981.25)  # sigma * 1000 from FlowMatchEulerDiscreteScheduler
 SIGMA = tuple(t / 1000 for t in FLOW)  # what Flux-like pipelines pass: timestep / 1000
+# the blocks of diffusers' tiny Wan-family test configs (Wan, SkyReels-V2, ChronoEdit, Helios, AnyFlow ...)
+WAN_BLOCKS = dict(
+    patch_size=[1, 2, 2], num_attention_heads=2, ffn_dim=32, num_layers=2, cross_attn_norm=True,
+    qk_norm="rms_norm_across_heads",
+)  # fmt: skip
 
 
 def randn(*shape: int) -> torch.Tensor:

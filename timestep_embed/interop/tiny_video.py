@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from .tiny_derived import ANYFLOW_CONFIG
 from .tiny_spec import FLOW, Tiny, randn
 
 __all__ = ["VIDEO"]
@@ -141,23 +142,7 @@ VIDEO = {
     # per frame: the chunks' timesteps (the pipeline repeats t over each chunk's frames)
     "AnyFlowFARTransformer3DModel": Tiny(
         "AnyFlowFARTransformer3DModel",
-        dict(
-            patch_size=[1, 2, 2],
-            compressed_patch_size=[1, 4, 4],
-            full_chunk_limit=3,
-            num_attention_heads=2,
-            attention_head_dim=12,
-            in_channels=4,
-            out_channels=4,
-            text_dim=16,
-            freq_dim=256,
-            ffn_dim=32,
-            num_layers=2,
-            cross_attn_norm=True,
-            rope_max_seq_len=32,
-            gate_value=0.25,
-            deltatime_type="r",
-        ),
+        dict(ANYFLOW_CONFIG, compressed_patch_size=[1, 4, 4], full_chunk_limit=3),
         lambda: {
             "hidden_states": randn(1, 4, 4, 16, 16),
             "r_timestep": torch.tensor([[250.0, 250.0, 250.0, 250.0]]),

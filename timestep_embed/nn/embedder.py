@@ -152,7 +152,7 @@ class TimestepEmbedder(nn.Module):
     ) -> TimestepEmbedder:
         """The time path of a whole-model checkpoint: layout found, widths read from its tensors, weights loaded.
 
-        Knows the layouts of :data:`~timestep_embed.nn.checkpoints.LAYOUTS`: diffusers' models and the
+        Knows the layouts of `timestep_embed.nn.checkpoints.LAYOUTS`: diffusers' models and the
         original releases (Stable Diffusion/LDM, SDXL, guided-diffusion, DDPM's torch port, DiT,
         PixArt, SD3, Flux with ``guidance_in``, Wan, HunyuanVideo, EDM's three networks,
         k-diffusion, lucidrains), under the prefixes ``model.diffusion_model.``, ``unet.``,
@@ -166,7 +166,7 @@ class TimestepEmbedder(nn.Module):
             state_dict: the checkpoint's tensors (other keys are ignored).
             convention: the sinusoid, overriding the layout's; a diffusers UNet's state dict does
                 not say (``flip_sin_to_cos`` and ``freq_shift`` are in its config): pass this or
-                ``family``, or use :meth:`from_pretrained` on its folder.
+                ``family``, or use `from_pretrained` on its folder.
             family: the contract family (``"stable_diffusion"``, ``"ddpm"``, ``"flux_dev"`` ...) to
                 pick a layout among those that fit.
             layout: ``"auto"`` or a name in ``LAYOUTS``.
@@ -202,17 +202,17 @@ class TimestepEmbedder(nn.Module):
         return embedder.to(dtype) if dtype.is_floating_point else embedder
 
     def config(self) -> dict:
-        """The constructor arguments, JSON-able: what :meth:`save_pretrained` writes to ``config.json``
-        (see :mod:`timestep_embed.nn.pretrained`)."""
+        """The constructor arguments, JSON-able: what `save_pretrained` writes to ``config.json``
+        (see `timestep_embed.nn.pretrained`)."""
         return embedder_config(self)
 
     def save_pretrained(self, folder: str | Path) -> Path:
-        """``folder/config.json`` (:meth:`config`, flat, with ``_class_name`` and the versions) and
+        """``folder/config.json`` (`config`, flat, with ``_class_name`` and the versions) and
         ``folder/model.safetensors``: a folder ``huggingface_hub.PyTorchModelHubMixin`` also reads."""
         return save_pretrained(folder, type(self).__name__, self.config(), self.state_dict())
 
     def push_to_hub(self, repo_id: str, *, private: bool | None = None, token: str | None = None) -> str:
-        """Upload the :meth:`save_pretrained` folder to the Hugging Face Hub repository ``repo_id``
+        """Upload the `save_pretrained` folder to the Hugging Face Hub repository ``repo_id``
         (created if needed; needs ``huggingface_hub`` and a network); returns the commit's URL."""
         with tempfile.TemporaryDirectory() as tmp:
             return push_folder_to_hub(self.save_pretrained(Path(tmp) / "model"), repo_id, private=private, token=token)
@@ -230,7 +230,7 @@ class TimestepEmbedder(nn.Module):
     ) -> TimestepEmbedder:
         """An embedder from a pretrained folder, or a Hugging Face Hub repository (``huggingface_hub``).
 
-        Reads the folders :meth:`save_pretrained` writes (and those of earlier versions), and diffusers
+        Reads the folders `save_pretrained` writes (and those of earlier versions), and diffusers
         model folders (``config.json`` + ``diffusion_pytorch_model.safetensors``, sharded or not): their
         time path, with what the config says that the weights do not (a UNet's ``flip_sin_to_cos``,
         ``freq_shift``, ``act_fn``, Fourier features; the class where two share their keys).
