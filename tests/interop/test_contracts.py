@@ -12,6 +12,7 @@ import torch
 
 from timestep_embed import LowPrecisionTimestepWarning, sinusoidal_embedding
 from timestep_embed.interop import CONTRACTS, contract_for, get_contract, mlp_from_diffusers
+from timestep_embed.interop.tiny import TINY
 
 from .conftest import build, run
 
@@ -29,6 +30,12 @@ IN_DIFFUSERS = {
     "flux_schnell": ("flux_schnell", lambda: diffusers.FlowMatchEulerDiscreteScheduler()),
     "wan21": ("wan", lambda: diffusers.FlowMatchEulerDiscreteScheduler(shift=5.0)),
     "hunyuan_video": ("hunyuan_video", lambda: diffusers.FlowMatchEulerDiscreteScheduler(shift=7.0)),
+    "flux2": ("Flux2Transformer2DModel", lambda: diffusers.FlowMatchEulerDiscreteScheduler(shift=3.0)),
+    "longcat_image": ("LongCatImageTransformer2DModel", lambda: diffusers.FlowMatchEulerDiscreteScheduler(shift=3.0)),
+    "ovis_image": ("OvisImageTransformer2DModel", lambda: diffusers.FlowMatchEulerDiscreteScheduler(shift=3.0)),
+    "hidream": ("HiDreamImageTransformer2DModel", lambda: diffusers.FlowMatchEulerDiscreteScheduler(shift=3.0)),
+    "cogview3plus": ("CogView3PlusTransformer2DModel", lambda: diffusers.CogVideoXDDIMScheduler()),
+    "hunyuan_dit": ("HunyuanDiT2DModel", lambda: diffusers.DDPMScheduler()),
 }
 
 
@@ -39,7 +46,7 @@ def scheduler_values(make) -> torch.Tensor:
     return scheduler.timesteps[[0, 18]]
 
 
-def first_calls(model, inputs, timestep):
+def first_calls(model, inputs, timestep, timestep_arg: str = "timestep"):
     """(input of the first Timesteps call, its output, its TimestepEmbedding, that MLP's input, output)."""
     emb = diffusers.models.embeddings
     seen = {}
@@ -56,7 +63,7 @@ def first_calls(model, inputs, timestep):
         if isinstance(m, (emb.Timesteps, emb.TimestepEmbedding))
     ]
     try:
-        run(model, inputs, timestep)
+        run(model, inputs, timestep, timestep_arg)
     finally:
         for h in handles:
             h.remove()
@@ -75,9 +82,11 @@ def test_contract_reproduces_the_model_time_path(name, dtype):
     low, high = contract.raw_range
     assert low <= float(raw.min()) and float(raw.max()) <= high, "the scheduler leaves the contract's raw range"
 
-    seen_in, seen_out, mlp, mlp_in, mlp_out = first_calls(model, inputs, contract.to_model(raw))
+    # the pipeline's latents are in the model's dtype
+    timestep = contract.model_input(raw, latents_dtype=dtype)
+    seen_in, seen_out, mlp, mlp_in, mlp_out = first_calls(model, inputs, timestep, TINY[tiny].timestep_arg)
 
-    expected_in = contract.sinusoid_input(raw, dtype)
+    expected_in = contract.sinusoid_input(raw, dtype, latents_dtype=dtype)
     assert seen_in.dtype == expected_in.dtype and torch.equal(seen_in, expected_in)
     if seen_in.dtype == torch.bfloat16:  # Flux embeds bfloat16 timesteps: our core says they were rounded
         with pytest.warns(LowPrecisionTimestepWarning, match="probably rounded"):
@@ -96,6 +105,16 @@ def test_flux_in_bfloat16_rounds_what_reaches_the_sinusoid():
     raw = torch.tensor([990.0, 750.0])
     assert flux.sinusoid_input(raw, torch.bfloat16).tolist() == [988.0, 752.0]
     assert flux.sinusoid_input(raw, torch.float32).tolist() == pytest.approx([990.0, 750.0])
+
+
+def test_a_bfloat16_flux_pipeline_rounds_the_step_before_dividing():
+    """FluxPipeline casts ``t`` to the latents' dtype before ``/ 1000``: in a bfloat16 pipeline 990 is
+    992 already, and 992 is what reaches the sinusoid (pipelines/flux/pipeline_flux.py)."""
+    flux = get_contract("flux_dev")
+    raw = torch.tensor([990.0, 750.0])
+    assert flux.model_input(raw, torch.bfloat16).dtype == torch.bfloat16
+    assert flux.sinusoid_input(raw, torch.bfloat16, latents_dtype=torch.bfloat16).tolist() == [992.0, 752.0]
+    assert get_contract("sd3").model_input(raw, torch.bfloat16).dtype == torch.float32  # SD3 passes t as it is
 
 
 def test_the_dit_port_differs_from_the_original_as_the_contract_says():

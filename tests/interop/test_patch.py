@@ -201,7 +201,7 @@ def test_patched_wan_takes_per_token_timesteps(tiny_model):
 
 
 def test_unsupported_models_are_named(tiny_model):
-    with pytest.raises(TypeError, match="Linear is not one of UNet1DModel, UNet2DModel, .*FluxTransformer2DModel"):
+    with pytest.raises(TypeError, match="Linear is not a diffusers model .tested on UNet1DModel, UNet2DModel"):
         patch_diffusers_model(torch.nn.Linear(2, 2))
     patched = patch_diffusers_model(tiny_model("ddpm")[0])
     with pytest.raises(ValueError, match="patched already"):
@@ -220,3 +220,26 @@ def test_missing_diffusers_gives_install_hint(monkeypatch):
     monkeypatch.setattr(importlib, "import_module", lambda name: fake_import(name))
     with pytest.raises(ImportError, match=r"pip install 'timestep-embed\[diffusers\]'"):
         require_diffusers()
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@pytest.mark.filterwarnings("ignore::timestep_embed.LowPrecisionTimestepWarning")  # the models round, as they do
+@pytest.mark.parametrize("order", ["cast then patch", "patch then cast"])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("name", [*MODELS, "unet1d_fourier"])
+def test_patch_keeps_the_model_dtype(name, dtype, order, tiny_model):
+    """Patched and cast, in either order, equals the unpatched model cast to that dtype: its Fourier
+    weights stay in the model's dtype (bfloat16 phases round as diffusers' do), for timesteps as the
+    pipeline passes them and cast to the model's dtype."""
+    model, inputs, timesteps = tiny_model(name)
+    dt = DTYPES[dtype]
+    inputs = {k: v.to(dt) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in inputs.items()}
+    reference = tiny_model(name)[0].to(dt)
+    patched = patch_diffusers_model(model.to(dt)) if order == "cast then patch" else patch_diffusers_model(model).to(dt)
+    cases = [timesteps] + ([timesteps.to(dt)] if timesteps.is_floating_point() else [])
+    for t in cases:
+        assert torch.equal(tiny_model.run(patched, inputs, t), tiny_model.run(reference, inputs, t)), t.dtype
+    for proj in (m for m in patched.modules() if isinstance(m, FourierEmbedding)):
+        assert proj.weight.dtype == dt

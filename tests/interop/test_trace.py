@@ -119,6 +119,16 @@ def test_report_and_json():
 
 def test_trace_stages_runs_callables_in_order_and_refuses_unknown_stages():
     trace = trace_stages({"sinusoid": lambda t: torch.stack([t.float().sin(), t.float().cos()], -1)}, [0.0, 1.0])
-    assert [s.kind for s in trace.stages] == ["timestep", "sinusoid"]
+    assert [s.kind for s in trace.stages] == ["timestep", "sinusoid input", "sinusoid"]
     with pytest.raises(ValueError, match=r"unknown stage\(s\) \['sinusoids'\]; stages are sinusoid input"):
         trace_stages({"sinusoids": abs}, [0.0])
+
+
+def test_trace_refuses_wrong_arguments_naming_them():
+    model, t = TimestepEmbedder(32), torch.tensor([1, 2])
+    with pytest.raises(TypeError, match="model must be an nn.Module"):
+        trace_time_path("unet", t)
+    with pytest.raises(TypeError, match="inputs must be a mapping"):
+        trace_time_path(model, t, inputs=[1])
+    with pytest.raises(TypeError, match="timestep_arg must be the keyword"):
+        trace_time_path(model, t, inputs={}, timestep_arg=3)

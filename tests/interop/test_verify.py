@@ -64,14 +64,15 @@ def test_input_scaled_by_1000():
     model, inputs, _ = build("flux_dev")
     verdict = verify_port(model, TimestepFix(model, lambda t: t * 1000), SIGMA, inputs=inputs)
     assert (verdict.parted.kind, verdict.parted.label) == ("sinusoid input", "timestep")
-    assert verdict.causes[0].startswith("input scaling: candidate = 1000 x reference")
+    assert verdict.causes[0].startswith("scaled by 1000 twice: the candidate feeds 1000 x the reference's")
 
 
 def test_dtype_rounding():
     model, inputs, _ = build("sd3")
     verdict = verify_port(model, TimestepFix(model, lambda t: t.to(torch.bfloat16)), SIGMA * 1000, inputs=inputs)
     assert verdict.parted.kind == "sinusoid input"
-    assert verdict.causes[0].startswith("dtype rounding: candidate = reference rounded to bfloat16")
+    assert verdict.causes[0].startswith("rounded to bfloat16: the candidate rounds the timestep to bfloat16")
+    assert "602.2..1000 -> integers 604..1000" in verdict.causes[0]
 
 
 def test_one_minus_t():
@@ -86,7 +87,7 @@ def test_guidance_scaled_by_1000_in_one_port():
     scaled = {**inputs, "guidance": inputs["guidance"] * 1000}
     verdict = verify_port(model, model, SIGMA, inputs=inputs, candidate_inputs=scaled)
     assert (verdict.parted.kind, verdict.parted.label) == ("sinusoid input", "guidance")
-    assert verdict.causes[0].startswith("guidance scaling: candidate = 1000 x reference")
+    assert verdict.causes[0].startswith("guidance scaled by 1000 twice: the candidate feeds integers 3.5e+06")
 
 
 def test_swapped_sin_cos_halves():
@@ -148,6 +149,64 @@ def test_callables_per_stage_and_shape_mismatch():
     assert verify_port(reference, stages, T8).agree
     narrow = {"sinusoid": diffusers.models.embeddings.Timesteps(16, True, 0)}
     verdict = verify_port(reference, narrow, T8)
-    assert verdict.parted.kind == "sinusoid" and verdict.causes[0].startswith("different shapes")
+    assert verdict.parted.kind == "sinusoid" and verdict.causes[0].startswith(
+        "width: the candidate's sinusoid gives 16"
+    )
     with pytest.raises(TypeError, match="a port is a TimePathTrace, an nn.Module or a dict"):
         verify_port(reference, "diffusers", T8)
+
+
+def test_arguments_are_checked_by_name():
+    ports = TimestepEmbedder(32)
+    with pytest.raises(ValueError, match="timesteps: the reference is a model, so it needs the timesteps"):
+        verify_port(ports, ports)
+    with pytest.raises(TypeError, match="the candidate's inputs must be a mapping"):
+        verify_port(ports, ports, T8, candidate_inputs=[1, 2])
+    with pytest.raises(TypeError, match="timestep_arg must be a keyword name"):
+        verify_port(ports, ports, T8, timestep_arg=3)
+
+
+def test_a_whole_model_against_the_standalone_embedder_of_its_checkpoint():
+    """Flux fed its pipeline's sigma against the embedder read from its state dict, called alone."""
+    model, inputs, _ = build("flux_dev")
+    embedder = TimestepEmbedder.from_state_dict(model.state_dict())
+    verdict = verify_port(model, embedder, SIGMA, inputs=inputs, candidate_inputs={})
+    assert verdict.agree, verdict.summary()
+    assert {d.kind for d in verdict.stages} == {"timestep", "sinusoid input", "sinusoid", "time embedding"}
+    wrong = TimestepEmbedder.from_state_dict(model.state_dict(), which="guidance")  # the other MLP
+    assert not verify_port(model, wrong, SIGMA, inputs=inputs, candidate_inputs={}).agree
+
+
+def test_each_side_is_given_its_own_timesteps():
+    """SD3 is fed the scheduler's sigma * 1000; a port fed sigma that multiplies by T = 1000 itself agrees:
+    the sinusoids see the same phase (up to float32 rounding), the given timesteps are not compared."""
+    model, inputs, _ = build("sd3")
+    port = TimestepEmbedder.from_state_dict(model.state_dict(), time_input="times_T")
+    verdict = verify_port(model, port, SIGMA * 1000, inputs=inputs, candidate_inputs={}, candidate_timesteps=SIGMA)
+    assert verdict.agree, verdict.summary()
+    verdict = verify_port(
+        model, port, SIGMA * 1000, inputs=inputs, candidate_inputs={}, candidate_timesteps=SIGMA * 1000
+    )
+    assert verdict.causes[0].startswith("scaled by 1000 twice")
+
+
+def test_a_nan_weight_or_a_nan_stage_is_a_difference():
+    """A candidate with one NaN weight parts at its MLP; the cause names the weight (issue 25)."""
+    reference = TimestepEmbedder(32)
+    candidate = copy.deepcopy(reference)
+    candidate.time_embedding.linear_2.weight.data[0, 0] = float("nan")
+    verdict = verify_port(reference, candidate, torch.tensor([10, 250, 500, 999]))
+    assert not verdict.agree and verdict.parted.kind == "time embedding" and verdict.parted.nonfinite == 4
+    assert verdict.causes[0].startswith("non-finite values: the candidate gives 4 NaN of 128 entries")
+    assert "time_embedding.linear_2.weight" in verdict.causes[1]
+    nan_stage = {"sinusoid": lambda t: reference.time_proj(t) * float("nan")}
+    verdict = verify_port(reference, nan_stage, T8)
+    assert verdict.parted.kind == "sinusoid" and "non-finite" in verdict.causes[0]
+    assert verify_port(nan_stage, nan_stage, T8).agree  # NaN alike on both sides is no difference between them
+
+
+@pytest.mark.parametrize("tol", [float("nan"), float("inf"), -1, True, "1e-5", None])
+def test_the_tolerance_is_checked(tol):
+    ports = TimestepEmbedder(32)
+    with pytest.raises(ValueError, match="tol must be a finite number >= 0"):
+        verify_port(ports, ports, T8, tol=tol)

@@ -265,21 +265,28 @@ class UNet(nn.Module):
         return F.pixel_shuffle(h, cfg.unshuffle) if cfg.unshuffle > 1 else h
 
     def save_pretrained(self, folder, run_config=None) -> Path:
-        """``folder/config.json`` (this UNet's config, optionally the whole run's, and the versions) and
-        ``folder/model.safetensors`` (the weights as they are: call it on the EMA model to export those).
-        Only UNets with the default time embedder built from their config can be rebuilt from it."""
+        """``folder/config.json`` (this UNet's config fields, flat, plus ``"run"``: the whole run's config
+        or null, ``_class_name`` and the versions) and ``folder/model.safetensors`` (the weights as they
+        are: call it on the EMA model to export those). Only UNets with the default time embedder built
+        from their config can be rebuilt from it."""
         if self.custom_time_embedder:
             raise ValueError("save_pretrained needs the default time embedder (a custom one is not in the config)")
         run = to_dict(run_config) if run_config is not None else None
-        return save_pretrained(folder, "UNet", {"model": to_dict(self.config), "run": run}, self.state_dict())
+        return save_pretrained(folder, "UNet", {**to_dict(self.config), "run": run}, self.state_dict())
 
     @classmethod
-    def from_pretrained(cls, folder) -> UNet:
-        """The UNet :meth:`save_pretrained` wrote, weights loaded strictly, in eval mode."""
-        config, state = load_pretrained(folder, "UNet")
-        model = cls(from_dict(UNetConfig, config["model"], "model"))
+    def from_pretrained(
+        cls, folder, *, subfolder: str | None = None, torch_dtype: torch.dtype | None = None, device=None
+    ) -> UNet:
+        """The UNet `save_pretrained` wrote (or a folder of earlier versions), weights loaded
+        strictly, in eval mode, cast to ``torch_dtype`` and moved to ``device`` when given."""
+        if torch_dtype is not None and not (isinstance(torch_dtype, torch.dtype) and torch_dtype.is_floating_point):
+            raise ValueError(f"torch_dtype must be a floating torch dtype, got {torch_dtype!r}")
+        config, state = load_pretrained(folder, "UNet", subfolder=subfolder)
+        fields = {k: v for k, v in config.items() if k != "run" and not k.startswith("_")}
+        model = cls(from_dict(UNetConfig, fields, "model"))
         load_state_dict_checked(model, state, str(folder))
-        return model.eval()
+        return model.to(device=device, dtype=torch_dtype).eval()
 
     def residual_blocks(self) -> list[nn.Module]:
         """Every ResBlock and AttentionBlock (for tests: each one's residual branch is zero at init)."""

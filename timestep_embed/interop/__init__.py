@@ -1,5 +1,6 @@
 """The bridge to real codebases: timestep contracts of model families, patching diffusers models,
-moving weights both ways, the comparison report.
+moving weights both ways, tracing and verifying ports, the precision of a time path along a real
+sampling run, the comparison report.
 
 The only place that imports diffusers, lazily (inside functions): ``import timestep_embed.interop``
 works without it; calling into diffusers raises an ImportError that says
@@ -21,6 +22,8 @@ from .patch import (
     sinusoid_from_diffusers,
     to_diffusers_modules,
 )
+from .precision import SchedulePrecision, schedule_precision
+from .schedules import SCHEDULES, Schedule, schedule_for
 from .trace import STAGE_KINDS, Stage, TimePathTrace, trace_stages, trace_time_path
 from .verify import PortVerdict, verify_port
 
@@ -46,6 +49,11 @@ __all__ = [
     "TimePathTrace",
     "trace_time_path",
     "trace_stages",
+    "SchedulePrecision",
+    "schedule_precision",
+    "Schedule",
+    "SCHEDULES",
+    "schedule_for",
     "PortVerdict",
     "verify_port",
     "run_comparison",

@@ -1,10 +1,10 @@
 """The timestep contract of a model family: what its scheduler produces, what reaches the sinusoid.
 
-A :class:`TimestepContract` follows one number from the scheduler to the blocks: the raw value (an
-integer step, sigma, sigma * 1000 ...), what the pipeline passes as the model's ``timestep``
-(:attr:`~TimestepContract.to_model`), what the model does with it before the sinusoid and in which
-dtype (:attr:`~TimestepContract.to_sinusoid`), the sinusoid, the MLP and how the embedding enters
-the blocks. The registry of real families is :mod:`timestep_embed.interop.contracts`.
+A [`TimestepContract`][timestep_embed.interop.TimestepContract] follows one number from the scheduler to the blocks: the
+raw value (an integer step, sigma, sigma * 1000 ...), what the pipeline passes as the model's ``timestep``
+(`TimestepContract.to_model`), what the model does with it before the sinusoid and in which
+dtype (`TimestepContract.to_sinusoid`), the sinusoid, the MLP and how the embedding enters
+the blocks. The registry of real families is [`timestep_embed.interop.contracts`][timestep_embed.interop.contracts].
 
 No diffusers import: a contract is data and a few lines of arithmetic on tensors.
 """
@@ -18,11 +18,31 @@ import torch
 
 from ..conventions import Convention
 
-__all__ = ["TimestepContract"]
+__all__ = ["TimestepContract", "over_1000", "in_model_dtype", "in_dtype_times_1000", "diffusers_sources"]
 
 
 def _identity(t: torch.Tensor) -> torch.Tensor:
     return t
+
+
+def diffusers_sources(model: str, pipeline: str) -> tuple[str, str]:
+    """The ``sources`` of a contract read from a diffusers transformer and its pipeline."""
+    return f"huggingface/diffusers: models/transformers/{model}.py", f"huggingface/diffusers: pipelines/{pipeline}.py"
+
+
+def over_1000(t: torch.Tensor) -> torch.Tensor:
+    """``timestep / 1000`` (Flux's pipelines), in t's floating dtype (an integer t in float32)."""
+    return (t if t.is_floating_point() else t.float()) / 1000
+
+
+def in_model_dtype(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``timestep.to(model dtype)`` before the sinusoid (Qwen-Image)."""
+    return t.to(dtype)
+
+
+def in_dtype_times_1000(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``timestep.to(hidden_states.dtype) * 1000`` in the model's dtype (Flux: bf16 sigma 0.99 -> 988)."""
+    return t.to(dtype) * 1000
 
 
 def _unchanged(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -34,7 +54,7 @@ class TimestepContract:
     """The time path of one model family, from the scheduler's value to the blocks.
 
     Attributes:
-        name: the key in :data:`~timestep_embed.interop.contracts.CONTRACTS`.
+        name: the key in `timestep_embed.interop.contracts.CONTRACTS`.
         family: the models it covers, in words.
         sources: ``repository: path`` of every file it was read from.
         raw: what the scheduler or sampler produces, in words (``"integer step t in 0..999"``).
@@ -51,6 +71,9 @@ class TimestepContract:
         notes: caveats, differences between ports.
         to_model: ``pipeline`` on tensors: raw scheduler values -> the model's ``timestep`` argument.
         to_sinusoid: ``inside`` on tensors: ``(timestep, model dtype) -> the sinusoid's input``.
+        pipeline_cast: where the pipeline casts the timestep to the latents' dtype: ``"before"``
+            ``to_model`` (Flux: ``t.expand(b).to(latents.dtype)``, then ``/ 1000`` in that dtype),
+            ``"after"`` it (AuraFlow: ``torch.tensor([t / 1000]).to(latents.dtype)``), or None (never).
     """
 
     name: str
@@ -72,6 +95,11 @@ class TimestepContract:
     to_sinusoid: Callable[[torch.Tensor, torch.dtype], torch.Tensor] = field(
         default=_unchanged, repr=False, compare=False
     )
+    pipeline_cast: str | None = None
+
+    def __post_init__(self):
+        if self.pipeline_cast not in (None, "before", "after"):
+            raise ValueError(f"pipeline_cast must be None, 'before' or 'after', got {self.pipeline_cast!r}")
 
     def model_range(self) -> tuple[float, float]:
         """The range of the model's ``timestep`` argument over a sampling run."""
@@ -83,9 +111,23 @@ class TimestepContract:
         ends = self.sinusoid_input(torch.tensor(self.raw_range, dtype=torch.float64), dtype)
         return float(ends.min()), float(ends.max())
 
-    def sinusoid_input(self, raw, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """The value that reaches the sinusoid for raw scheduler values ``raw`` in a model of ``dtype``."""
-        return self.to_sinusoid(self.to_model(torch.as_tensor(raw)), dtype)
+    def model_input(self, raw, latents_dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The model's ``timestep`` for raw scheduler values, the pipeline's latents in ``latents_dtype``
+        (None: the timestep stays as ``to_model`` forms it, float32 for float32 scheduler values)."""
+        raw = torch.as_tensor(raw)
+        if latents_dtype is None or self.pipeline_cast is None:
+            return self.to_model(raw)
+        if self.pipeline_cast == "before":
+            return self.to_model(raw.to(latents_dtype))
+        return self.to_model(raw).to(latents_dtype)
+
+    def sinusoid_input(
+        self, raw, dtype: torch.dtype = torch.float32, latents_dtype: torch.dtype | None = None
+    ) -> torch.Tensor:
+        """The value that reaches the sinusoid for raw scheduler values ``raw`` in a model of ``dtype``
+        (the pipeline's latents in ``latents_dtype``: see
+        [`model_input`][timestep_embed.interop.contract.TimestepContract.model_input])."""
+        return self.to_sinusoid(self.model_input(raw, latents_dtype), dtype)
 
     def describe(self) -> str:
         """The contract as a few aligned lines of text."""

@@ -3,21 +3,25 @@
 Every diffusers time path is built from three modules: ``Timesteps`` (the sinusoid),
 ``GaussianFourierProjection`` (Fourier features) and ``TimestepEmbedding`` (the MLP), wherever a
 model keeps them (``unet.time_proj``, ``transformer.time_text_embed.timestep_embedder``,
-``norm1.emb`` of DiT's blocks, Flux's guidance embedder ...). :func:`patch_diffusers_model` replaces
-each by :class:`SinusoidalEmbedding`, :class:`FourierEmbedding` and :class:`TimestepMLP` with the
-module's own flags and weights, so outputs stay the same and the state dict keeps its keys.
-diffusers is imported lazily, inside the functions.
+``norm1.emb`` of DiT's blocks, Flux's guidance embedder ...).
+[`patch_diffusers_model`][timestep_embed.interop.patch_diffusers_model] replaces each by
+[`SinusoidalEmbedding`][timestep_embed.SinusoidalEmbedding], [`FourierEmbedding`][timestep_embed.FourierEmbedding] and
+[`TimestepMLP`][timestep_embed.TimestepMLP] with the module's own flags and weights, so outputs stay the same and the
+state dict keeps its keys. diffusers is imported lazily, inside the functions.
 """
 
 from __future__ import annotations
 
 import importlib
 
+import torch
 from torch import nn
 
 from ..conventions import Convention, convention_from_diffusers, convention_to_diffusers
 from ..nn import FourierEmbedding, SinusoidalEmbedding, TimestepEmbedder, TimestepMLP
 from ..nn.checkpoints import load_state_dict_checked
+from ..sinusoidal import sinusoidal_embedding
+from .trace import is_dit_style
 
 __all__ = [
     "PATCHABLE",
@@ -77,18 +81,21 @@ def convention_from_unet_config(config) -> Convention:
 
 
 def sinusoid_from_diffusers(module, num_timesteps: int | None = None) -> SinusoidalEmbedding:
-    """Our :class:`SinusoidalEmbedding` for a diffusers ``Timesteps`` module (the same numbers; with
-    ``num_timesteps``, an integer-step cache of that size)."""
-    conv = convention_from_diffusers(module.flip_sin_to_cos, module.downscale_freq_shift, module.scale)
+    """Our [`SinusoidalEmbedding`][timestep_embed.SinusoidalEmbedding] for a diffusers ``Timesteps`` module (the same
+    numbers; with ``num_timesteps``, an integer-step cache of that size)."""
+    max_period = getattr(module, "time_theta", 10000)  # BRIA's BriaTimesteps: the max period configurable
+    conv = convention_from_diffusers(module.flip_sin_to_cos, module.downscale_freq_shift, module.scale, max_period)
     return SinusoidalEmbedding(module.num_channels, conv, num_timesteps=num_timesteps)
 
 
 def fourier_from_diffusers(module) -> FourierEmbedding:
-    """Our :class:`FourierEmbedding` for a ``GaussianFourierProjection``, same weight."""
+    """Our [`FourierEmbedding`][timestep_embed.FourierEmbedding] for a ``GaussianFourierProjection``: the same weight in
+    the same dtype and device (a bfloat16 model forms the phase ``x * weight * 2 pi`` in bfloat16, as diffusers)."""
     weight = module.weight.detach()
     ours = FourierEmbedding(2 * weight.numel(), first="cos" if module.flip_sin_to_cos else "sin", log=module.log)
+    ours = ours.to(device=weight.device, dtype=weight.dtype)  # load_state_dict copies into the buffer's dtype
     load_state_dict_checked(ours, {"weight": weight}, "GaussianFourierProjection -> FourierEmbedding")
-    return ours.to(weight.device)
+    return ours
 
 
 def _act_name(module, argument: str) -> str | None:
@@ -100,7 +107,8 @@ def _act_name(module, argument: str) -> str | None:
 
 
 def mlp_from_diffusers(module) -> TimestepMLP:
-    """Our :class:`TimestepMLP` for a diffusers ``TimestepEmbedding``, weights loaded strictly."""
+    """Our [`TimestepMLP`][timestep_embed.TimestepMLP] for a diffusers ``TimestepEmbedding``, weights loaded
+    strictly."""
     l1, l2, cond = module.linear_1, module.linear_2, module.cond_proj
     ours = TimestepMLP(
         l1.in_features,
@@ -115,35 +123,59 @@ def mlp_from_diffusers(module) -> TimestepMLP:
     return ours.to(device=l1.weight.device, dtype=l1.weight.dtype)
 
 
+_THETA_TIMESTEPS = ("BriaTimesteps", "BriaFiboTimesteps")  # diffusers' Timesteps with time_theta as max period
+
+
+def _dit_sinusoid(t: torch.Tensor, dim: int, max_period: float = 10000) -> torch.Tensor:
+    """DiT's ``TimestepEmbedder.timestep_embedding`` (``[cos | sin]``, shift 0, float32) by our core."""
+    return sinusoidal_embedding(t.float(), dim, "adm", max_period=max_period)
+
+
 def patch_diffusers_model(model, num_timesteps: int | None = None):
     """Replace every diffusers time-path module inside ``model`` by ours, in place; returns ``model``.
 
-    ``Timesteps`` -> :class:`SinusoidalEmbedding` (its flags), ``GaussianFourierProjection`` ->
-    :class:`FourierEmbedding` (its weight), ``TimestepEmbedding`` -> :class:`TimestepMLP` (its weights,
-    loaded strictly). The outputs stay the same for integer, fractional, batched and scalar timesteps
+    ``Timesteps`` -> [`SinusoidalEmbedding`][timestep_embed.SinusoidalEmbedding] (its flags),
+    ``GaussianFourierProjection`` -> [`FourierEmbedding`][timestep_embed.FourierEmbedding] (its weight),
+    ``TimestepEmbedding`` -> [`TimestepMLP`][timestep_embed.TimestepMLP] (its weights, loaded strictly), SkyReels-V2's
+    float64 ``SkyReelsV2Timesteps`` -> the precise sinusoid, the static sinusoid of a DiT-style ``TimestepEmbedder``
+    (Z-Image) -> ours. The outputs stay the same for integer, fractional, batched and scalar timesteps
     (and per-token ones where the model takes them); the state-dict keys do not change, so
     ``save_pretrained`` still writes a checkpoint that an unpatched model loads.
 
     Args:
-        model: one of :data:`PATCHABLE` (other classes are refused by name).
+        model: a diffusers model (``ModelMixin``): the classes of `PATCHABLE` and those the
+            coverage report (``scripts/diffusers_coverage.py``) checks; others are refused.
         num_timesteps: the size of the sinusoids' integer-step cache (UNets: default
             ``config.num_train_timesteps``; transformers, fed float timesteps: no cache).
     """
     diffusers = require_diffusers()
-    kind = next((name for name in PATCHABLE if isinstance(model, getattr(diffusers, name))), None)
-    if kind is None:
-        raise TypeError(f"patch_diffusers_model: {type(model).__name__} is not one of {', '.join(PATCHABLE)}")
+    if not isinstance(model, diffusers.ModelMixin):
+        raise TypeError(
+            f"patch_diffusers_model: {type(model).__name__} is not a diffusers model (tested on "
+            f"{', '.join(PATCHABLE)} and the classes of scripts/diffusers_coverage.py)"
+        )
+    kind = type(model).__name__
     emb = diffusers.models.embeddings
-    if num_timesteps is None and kind.startswith("UNet"):
+    if num_timesteps is None and "UNet" in kind:
         num_timesteps = model.config.get("num_train_timesteps") or 1000
     replaced = 0
     for name, module in list(model.named_modules()):
-        if isinstance(module, emb.Timesteps):
+        if isinstance(module, emb.Timesteps) or type(module).__name__ in _THETA_TIMESTEPS:
             new: nn.Module = sinusoid_from_diffusers(module, num_timesteps)
         elif isinstance(module, emb.GaussianFourierProjection):
             new = fourier_from_diffusers(module)
         elif isinstance(module, emb.TimestepEmbedding):
             new = mlp_from_diffusers(module)
+        elif type(module).__name__ == "SkyReelsV2Timesteps":  # get_1d_sincos_pos_embed_from_grid in float64
+            first = "cos" if module.flip_sin_to_cos else "sin"
+            new = SinusoidalEmbedding(module.num_channels, Convention("concat", first, 0.0), precise=True)
+        elif is_dit_style(module) and not getattr(module, "_timestep_embed_patched", False):
+            # DiT's TimestepEmbedder as Z-Image copies it: its static sinusoid gives way to ours (the
+            # mlp stays, its keys are the checkpoint's)
+            module.timestep_embedding = _dit_sinusoid
+            module._timestep_embed_patched = True
+            replaced += 1
+            continue
         else:
             continue
         parent, _, child = name.rpartition(".")
@@ -155,7 +187,8 @@ def patch_diffusers_model(model, num_timesteps: int | None = None):
 
 
 def embedder_from_diffusers_unet(unet, num_timesteps: int | None = None) -> TimestepEmbedder:
-    """A standalone :class:`TimestepEmbedder` carrying a diffusers UNet's time path and weights."""
+    """A standalone [`TimestepEmbedder`][timestep_embed.TimestepEmbedder] carrying a diffusers UNet's time path and
+    weights."""
     kind = _check_unet(unet)
     emb = require_diffusers().models.embeddings
     proj = unet.time_proj

@@ -1,13 +1,13 @@
 """Follow the timestep through a model: what arrives, what reaches the sinusoid, what leaves each stage.
 
-:func:`trace_time_path` runs a model once with forward hooks on its time-path modules and records,
-in call order, every stage: the ``timestep`` argument, each sinusoid's (or Fourier projection's) input
-and output, each time MLP's output, each block's modulation and the model's output. It works on
+[`trace_time_path`][timestep_embed.interop.trace_time_path] runs a model once with forward hooks on its time-path
+modules and records, in call order, every stage: the ``timestep`` argument, each sinusoid's (or Fourier projection's)
+input and output, each time MLP's output, each block's modulation and the model's output. It works on
 diffusers' models (their ``Timesteps``, ``GaussianFourierProjection``, ``TimestepEmbedding`` and
 ``AdaLayerNorm*`` modules, found by class name) and on this package's modules. Then it flags what
 goes wrong in ports: a timestep rounded by a low-precision dtype, a value outside the range the
-model's :class:`TimestepContract` expects, the scale applied twice, a sinusoid that is not the
-contract's convention.
+model's [`TimestepContract`][timestep_embed.interop.TimestepContract] expects, the scale applied twice, a sinusoid that
+is not the contract's convention.
 """
 
 from __future__ import annotations
@@ -15,54 +15,32 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from ..analysis.relation import relate
 from ..guards import TimestepsLike, as_tensor
 from ..nn import FourierEmbedding, SinusoidalEmbedding, TimestepMLP
-from ..sinusoidal import sinusoidal_embedding
 from .contract import TimestepContract
 from .contracts import contract_for, get_contract
+from .flags import flag_stages
+from .precision import schedule_precision
+from .stage import STAGE_KINDS, Stage
 
 __all__ = ["Stage", "TimePathTrace", "trace_time_path", "trace_stages", "STAGE_KINDS"]
 
-STAGE_KINDS = ("timestep", "sinusoid input", "sinusoid", "time embedding", "modulation", "output")
-_SINUSOIDS = ("Timesteps", "GaussianFourierProjection")  # diffusers' class names
+# diffusers' class names
+_SINUSOIDS = ("Timesteps", "GaussianFourierProjection", "SkyReelsV2Timesteps", "BriaTimesteps", "BriaFiboTimesteps")
 _MLPS = ("TimestepEmbedding",)
 # The blocks' own projections of emb: diffusers ResnetBlock2D, ours, ResidualTemporalBlock1D, Wan.
 _MODULATION_LINEARS = ("time_emb_proj", "emb_proj", "time_emb", "time_proj")
-_HALF = (torch.float16, torch.bfloat16)
-
-
-@dataclass
-class Stage:
-    """One recorded value: ``kind`` (see :data:`STAGE_KINDS`), ``label`` (``"timestep"``, ``"guidance"``,
-    ``"time ids"`` ...: which time-like input it carries), the module's dotted path and the tensor."""
-
-    kind: str
-    label: str
-    module: str
-    value: torch.Tensor = field(repr=False)
-
-    def summary(self) -> dict:
-        v = self.value.detach()
-        out: dict[str, object] = {"kind": self.kind, "label": self.label, "module": self.module}
-        out["dtype"] = str(v.dtype).split(".")[-1]
-        out["shape"] = list(v.shape)
-        x = v.double()
-        if v.numel() <= 8:
-            out["values"] = [round(float(y), 6) for y in x.reshape(-1)]
-        if v.numel():
-            out.update(min=float(x.min()), max=float(x.max()), rms=float(x.pow(2).mean().sqrt()))
-        return out
 
 
 @dataclass
 class TimePathTrace:
-    """What :func:`trace_time_path` saw: the stages in call order and the flags raised on them."""
+    """What [`trace_time_path`][timestep_embed.interop.trace_time_path] saw: the stages in call order and the flags
+    raised on them."""
 
     model: str
     contract: str | None
@@ -72,6 +50,13 @@ class TimePathTrace:
     def find(self, kind: str, label: str = "timestep") -> list[Stage]:
         """The stages of ``kind`` carrying ``label``, in call order."""
         return [s for s in self.stages if s.kind == kind and s.label == label]
+
+    def precision(self, dtype: torch.dtype = torch.bfloat16, **options):
+        """The precision of this model's time path in ``dtype`` over its family's real sampling run
+        (`timestep_embed.interop.precision.schedule_precision` of the trace's contract)."""
+        if self.contract is None:
+            raise ValueError(f"this trace of {self.model} has no contract: pass contract= to trace_time_path")
+        return schedule_precision(self.contract, dtype, **options)
 
     def to_dict(self) -> dict:
         return {
@@ -112,8 +97,20 @@ class TimePathTrace:
 
 
 # ------------------------------------------------------------------------------------ recording
+def is_dit_style(module: nn.Module) -> bool:
+    """DiT's ``TimestepEmbedder`` as its ports copy it (Z-Image, BRIA-FIBO 2): the sinusoid is the
+    static ``timestep_embedding(t, dim)``, the MLP the ``nn.Sequential`` ``mlp`` it feeds."""
+    return callable(getattr(module, "timestep_embedding", None)) and isinstance(
+        getattr(module, "mlp", None), nn.Sequential
+    )
+
+
 def _kind_of(module: nn.Module, name: str, parent: nn.Module | None) -> str | None:
     cls = type(module).__name__
+    if is_dit_style(module):
+        return "dit embedder"
+    if parent is not None and is_dit_style(parent) and name.rpartition(".")[2] == "mlp":
+        return "dit mlp"
     if isinstance(module, (SinusoidalEmbedding, FourierEmbedding)) or cls in _SINUSOIDS:
         return "sinusoid"
     if isinstance(module, TimestepMLP) or cls in _MLPS:
@@ -127,10 +124,20 @@ def _kind_of(module: nn.Module, name: str, parent: nn.Module | None) -> str | No
 
 
 def _label(path: str) -> str:
-    for key, label in (("guidance", "guidance"), ("add_", "time ids"), ("resolution", "resolution")):
-        if key in path:
-            return label
-    return "aspect ratio" if "aspect" in path else "timestep"
+    """What a time-path module carries, from its name (the sinusoid's label then follows the MLP it feeds)."""
+    if "context_embedder.time_text_embed" in path or "txt_in.t_embedder" in path:
+        return "refiner"  # HunyuanVideo's text refiner (diffusers and the original)
+    leaf = path.rpartition(".")[2]
+    labels = (
+        ("guidance", "guidance"),
+        ("add_", "time ids"),
+        ("resolution", "resolution"),
+        ("aspect", "aspect ratio"),
+        ("condition_proj", "size"),  # CogView's original size, target size and crop coordinates
+        ("size_proj", "size"),  # HunyuanDiT's image meta size
+        ("pooled", "text"),  # HiDream's pooled text embedder (a TimestepEmbedding)
+    )
+    return next((label for key, label in labels if key in leaf), "timestep")
 
 
 def _first_tensor(out) -> torch.Tensor | None:
@@ -142,17 +149,48 @@ def _first_tensor(out) -> torch.Tensor | None:
     return sample if isinstance(sample, torch.Tensor) else None
 
 
+def phase_of(module: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """``(phase, frequency)`` of a sinusoid module's input ``x`` (see [`Stage`][timestep_embed.interop.Stage])."""
+    if isinstance(module, SinusoidalEmbedding):
+        c = module.convention
+        if module.scale_in_input_dtype and x.is_floating_point():
+            phase = (c.scale * x).double()  # the product formed in x's dtype, as the module forms it
+        else:
+            phase = x.double() * c.scale
+        return phase, max(1.0, 1.0 / c.max_period)
+    if isinstance(module, FourierEmbedding) or type(module).__name__ == "GaussianFourierProjection":
+        w = torch.as_tensor(module.weight).detach().double()
+        frequency = 2 * math.pi * float(w.abs().sum(-1).max() if w.dim() > 1 else w.abs().max())
+        return (x.double().log() if module.log else x.double()), frequency
+    return x.double() * float(getattr(module, "scale", 1.0)), 1.0  # diffusers' Timesteps: scale * (t w)
+
+
 def _record(model: nn.Module, run: Callable[[], object]) -> list[Stage]:
     stages: list[Stage] = []
     pending: list[int] = []  # sinusoid calls whose label waits for the MLP that consumes them
 
+    def pre_hook(path: str):  # a DiT-style embedder's input reaches its inline sinusoid
+        def fn(module, args):
+            arg = args[0] if args else None
+            if isinstance(arg, torch.Tensor):
+                t = arg.detach().clone()
+                stages.append(Stage("sinusoid input", _label(path), path, t, t.double(), 1.0))
+
+        return fn
+
     def hook(kind: str, path: str):
         def fn(module, args, out):
+            if kind == "dit mlp":  # in: the sinusoid; out: the time embedding
+                owner = path.rpartition(".")[0]
+                stages.append(Stage("sinusoid", _label(owner), owner, args[0].detach().clone()))
+                stages.append(Stage("time embedding", _label(owner), path, out.detach().clone()))
+                return
             value = out.detach().clone() if isinstance(out, torch.Tensor) else None
             if kind == "sinusoid":
                 arg = args[0] if args else None
                 if isinstance(arg, torch.Tensor):
-                    stages.append(Stage("sinusoid input", _label(path), path, arg.detach().clone()))
+                    phase, frequency = phase_of(module, arg.detach())
+                    stages.append(Stage("sinusoid input", _label(path), path, arg.detach().clone(), phase, frequency))
                     pending.append(len(stages) - 1)
                 stages.append(Stage("sinusoid", _label(path), path, value))
                 pending.append(len(stages) - 1)
@@ -167,10 +205,13 @@ def _record(model: nn.Module, run: Callable[[], object]) -> list[Stage]:
         return fn
 
     modules = dict(model.named_modules())
+    kinds = {name: _kind_of(module, name, modules.get(name.rpartition(".")[0])) for name, module in modules.items()}
     handles = [
-        module.register_forward_hook(hook(kind, name))
-        for name, module in modules.items()
-        if (kind := _kind_of(module, name, modules.get(name.rpartition(".")[0]))) is not None
+        modules[name].register_forward_pre_hook(pre_hook(name))
+        if kind == "dit embedder"
+        else modules[name].register_forward_hook(hook(kind, name))
+        for name, kind in kinds.items()
+        if kind is not None
     ]
     try:
         with torch.no_grad():
@@ -202,10 +243,17 @@ def trace_time_path(
             any module holding them.
         timesteps: what the model is given as its timestep, exactly as the pipeline passes it.
         inputs: the model's other keyword arguments; None calls ``model(timesteps)``.
-        contract: the :class:`TimestepContract` (or its name) to check against; ``"auto"`` picks the
-            one of a diffusers model's class (:func:`contract_for`); None checks without one.
+        contract: the [`TimestepContract`][timestep_embed.interop.TimestepContract] (or its name) to check against;
+            ``"auto"`` picks the one of a diffusers model's class
+            ([`contract_for`][timestep_embed.interop.contract_for]); None checks without one.
         timestep_arg: the keyword the timestep is passed as, with ``inputs`` (``"t"`` for the DDPM UNet).
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module (a diffusers model or one of ours), got {type(model).__name__}")
+    if inputs is not None and not isinstance(inputs, Mapping):
+        raise TypeError(f"inputs must be a mapping of the model's keyword arguments, got {type(inputs).__name__}")
+    if not isinstance(timestep_arg, str) or not timestep_arg.isidentifier():
+        raise TypeError(f"timestep_arg must be the keyword the timestep is passed as (a name), got {timestep_arg!r}")
     t = as_tensor(timesteps)
     if inputs is None:
         stages = _record(model, lambda: model(t))
@@ -219,7 +267,8 @@ def trace_time_path(
 
 def trace_stages(stages: Mapping[str, Callable], timesteps: TimestepsLike, name: str = "stages") -> TimePathTrace:
     """A trace from callables per stage: ``{"sinusoid input": f, "sinusoid": g, "time embedding": h, ...}``
-    applied in :data:`STAGE_KINDS` order, each to the previous stage's value (for :func:`verify_port`)."""
+    applied in `STAGE_KINDS` order, each to the previous stage's value (for
+    [`verify_port`][timestep_embed.interop.verify_port])."""
     unknown = set(stages) - set(STAGE_KINDS[1:])
     if unknown:
         raise ValueError(f"unknown stage(s) {sorted(unknown)}; stages are {', '.join(STAGE_KINDS[1:])}")
@@ -227,82 +276,14 @@ def trace_stages(stages: Mapping[str, Callable], timesteps: TimestepsLike, name:
     recorded = [Stage("timestep", "timestep", "", value)]
     with torch.no_grad():
         for kind in STAGE_KINDS[1:]:
+            if kind == "sinusoid" and kind in stages:  # what reaches the sinusoid, as a model's trace records it
+                fn = stages[kind]
+                phase, frequency = phase_of(fn, value) if isinstance(fn, nn.Module) else (value.double(), 1.0)
+                if "sinusoid input" not in stages:
+                    recorded.append(Stage("sinusoid input", "timestep", name, value.detach(), phase, frequency))
+                else:
+                    recorded[-1].phase, recorded[-1].frequency = phase, frequency
             if kind in stages:
                 value = stages[kind](value)
                 recorded.append(Stage(kind, "timestep", name, value.detach()))
     return TimePathTrace(name, None, recorded, flag_stages(recorded, None))
-
-
-# ---------------------------------------------------------------------------------------- flags
-def flag_stages(stages: list[Stage], contract: TimestepContract | None) -> list[str]:
-    """The flags of :func:`trace_time_path` on recorded stages (see the module docstring)."""
-    flags: list[str] = []
-    given = stages[0].value if stages and stages[0].kind == "timestep" else None
-    inputs = [s for s in stages if s.kind == "sinusoid input"]
-    for s in inputs:
-        v = s.value
-        if v.dtype in _HALF:
-            flags.append(
-                f"rounding: the {s.label} reaches the sinusoid as {str(v.dtype)[6:]} [{s.module}]: "
-                f"{_spacing_text(v)}; float32 would keep it"
-            )
-    main = next((s for s in inputs if s.label == "timestep"), None)
-    if main is not None and given is not None and contract is not None:
-        expected = contract.to_sinusoid(given, main.value.dtype if main.value.is_floating_point() else torch.float32)
-        if expected.shape == main.value.shape and not torch.equal(expected.to(main.value.dtype), main.value):
-            how = relate(expected, main.value) or "no known map"
-            flags.append(
-                f"contract: the sinusoid input is not what {contract.name} computes from this timestep ({how})"
-            )
-        low, high = contract.value_range()
-        v = main.value.double()
-        margin = 0.01 * (high - low) + 1e-6
-        largest = float(v.abs().max()) if v.numel() else 0.0
-        fractional = bool((v != v.round()).any())
-        if (
-            float(v.min()) < low - margin
-            or float(v.max()) > high + margin
-            or (
-                high >= 100 and 0 < largest <= 1 and fractional  # sigma where sigma * 1000 is expected
-            )
-        ):
-            flags.append(
-                f"range: the sinusoid input spans {float(v.min()):g}..{float(v.max()):g}, {contract.name} expects "
-                f"{low:g}..{high:g}" + _range_hint(largest, high)
-            )
-    if main is not None and given is not None and contract is None and given.shape == main.value.shape:
-        how = relate(given, main.value) or ""
-        if how.startswith("candidate = 1000 x") and float(given.double().abs().max()) > 1.5:
-            flags.append(
-                "scaled twice: the model multiplies a timestep that already spans "
-                f"0..{float(given.double().abs().max()):g} by 1000 (its pipeline passes sigma in [0, 1])"
-            )
-    flags += _convention_flags(stages, contract)
-    return flags
-
-
-def _spacing_text(v: torch.Tensor) -> str:
-    largest = float(v.double().abs().max()) if v.numel() else 0.0
-    spacing = torch.finfo(v.dtype).eps * 2 ** math.floor(math.log2(max(largest, 1e-30)))
-    return f"values up to {largest:g} are {spacing:g} apart there"
-
-
-def _range_hint(largest: float, high: float) -> str:
-    if high > 0 and 500 <= largest / high <= 2000:
-        return ": 1000 x too large, scaled by 1000 twice?"
-    if high > 0 and 5e-4 <= largest / high <= 2e-3:
-        return ": 1000 x too small, sigma in [0, 1] where sigma * 1000 is expected?"
-    return ""
-
-
-def _convention_flags(stages: list[Stage], contract: TimestepContract | None) -> list[str]:
-    if contract is None or contract.convention is None:
-        return []
-    for i, s in enumerate(stages):
-        if s.kind == "sinusoid input" and s.label == "timestep" and i + 1 < len(stages):
-            out = stages[i + 1].value
-            ours = sinusoidal_embedding(s.value.float(), out.shape[-1], contract.convention)
-            if ours.shape != out.shape or not torch.allclose(ours, out.float(), atol=1e-4):
-                return [f"convention: the sinusoid [{s.module}] is not {contract.name}'s {contract.convention}"]
-            return []
-    return []

@@ -1,35 +1,43 @@
 """Two implementations of one time path: where do they part, by how much, and why?
 
-:func:`verify_port` traces both (:func:`trace_time_path`), lines their stages up (the timestep, the
-sinusoid's input, the sinusoid, the time MLP, each block's modulation, the output; per label:
-timestep, guidance, time ids ...) and names the first stage that differs with its likely cause:
-input scaling (x 1000 or / 1000), dtype rounding, reversed time (1 - t), a different sinusoid
-(the diff report's causes: swapped halves, half vs half - 1, layout, max_period), guidance scaling,
-MLP weights (columns of swapped halves), the order of the modulation's chunks.
+[`verify_port`][timestep_embed.interop.verify_port] traces both
+([`trace_time_path`][timestep_embed.interop.trace_time_path]), each called with its own inputs (a whole diffusers model
+against a standalone embedder, say), lines their stages up (the timestep, the sinusoid's input, the sinusoid, the time
+MLP, each block's modulation, the output; per label: timestep, guidance, time ids, refiner ...) and names the first
+stage that differs, with its likely cause in a porter's words (`timestep_embed.interop.causes`).
+
+What differs is judged against what float32 rounding allows, not a fixed tolerance: the sinusoid at
+``t`` may differ by a few ulps of its phase ``t * w`` (two correct ports that form the frequencies in
+another float32 order do), and each later stage by what that difference can grow into, measured on
+the reference's own rows. A NaN or an infinity on one side only is always a difference.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
-from ..analysis.diff_report import embedding_causes
-from ..analysis.relation import relate
 from ..guards import TimestepsLike
-from .trace import Stage, TimePathTrace, trace_stages, trace_time_path
+from .allowance import stage_allowance, stage_values
+from .causes import cause_of, missing_cause
+from .stage import Stage
+from .trace import TimePathTrace, trace_stages, trace_time_path
 
-__all__ = ["PortVerdict", "verify_port"]
+__all__ = ["PortVerdict", "StageDiff", "verify_port"]
 
-_CHUNKS = (6, 3, 2, 9, 4, 12)  # adaLN-Zero: shift, scale, gate (x2 for attention and MLP); scale-shift: 2
 Port = TimePathTrace | nn.Module | Mapping[str, Callable]
 
 
 @dataclass
 class StageDiff:
-    """One aligned stage: ``max_abs`` difference and ``relative`` (max abs / the reference's rms)."""
+    """One aligned stage: ``max_abs`` difference and ``relative`` (max abs / the reference's rms) over the
+    entries finite on both sides; ``allowed``: the largest difference float32 rounding explains there
+    (inf: not judged); ``nonfinite``: entries NaN or infinite on one side only (``shared_nonfinite``:
+    alike on both); ``missing``: the side that lacks this stage's label altogether."""
 
     kind: str
     label: str
@@ -37,6 +45,10 @@ class StageDiff:
     max_abs: float
     relative: float
     shapes: tuple[tuple[int, ...], tuple[int, ...]]
+    nonfinite: int = 0
+    shared_nonfinite: int = 0
+    allowed: float = 0.0
+    missing: str | None = None
 
     @property
     def name(self) -> str:
@@ -45,8 +57,8 @@ class StageDiff:
 
 @dataclass
 class PortVerdict:
-    """The result of :func:`verify_port`: ``parted`` is the first stage that differs (None: they
-    agree on every stage both record), ``causes`` its likely causes, ``stages`` every aligned stage."""
+    """The result of [`verify_port`][timestep_embed.interop.verify_port]: ``parted`` is the first stage that differs
+    (None: they agree on every stage both record), ``causes`` its likely causes, ``stages`` every aligned stage."""
 
     parted: StageDiff | None
     causes: list[str]
@@ -61,22 +73,38 @@ class PortVerdict:
 
     def summary(self) -> str:
         lines = [f"reference {self.reference.model} vs candidate {self.candidate.model}, tolerance {self.tol:g}"]
+        downstream = False  # past the first difference, what a stage allows follows from it: not shown
         for d in self.stages:
             mark = "  <- first difference" if d is self.parted else ""
-            if d.shapes[0] != d.shapes[1]:
+            if d.missing:
+                lines.append(
+                    f"  {d.name}: only in the {'reference' if d.missing == 'candidate' else 'candidate'}{mark}"
+                )
+            elif d.shapes[0] != d.shapes[1]:
                 lines.append(f"  {d.name}: shapes {d.shapes[0]} vs {d.shapes[1]}{mark}")
+            elif d.nonfinite:
+                lines.append(f"  {d.name}: {d.nonfinite} entries NaN or infinite on one side only{mark}")
+            elif math.isinf(d.allowed):
+                lines.append(f"  {d.name}: not compared (each side is given its own timesteps)")
             else:
-                lines.append(f"  {d.name}: max abs {d.max_abs:.3g} (relative {d.relative:.3g}){mark}")
+                shown = d.max_abs and d.allowed > 0 and not downstream
+                within = f", float32 rounding allows {d.allowed:.2g}" if shown else ""
+                lines.append(f"  {d.name}: max abs {d.max_abs:.3g} (relative {d.relative:.3g}){within}{mark}")
+            downstream = downstream or d is self.parted
         if self.parted is None:
             return "\n".join(lines + ["  the two time paths agree on every stage both record"])
         return "\n".join(lines + [f"  likely cause: {c}" for c in self.causes])
 
 
-def _traced(port: Port, timesteps, inputs, timestep_arg) -> TimePathTrace:
+def _traced(port: Port, timesteps, inputs, timestep_arg: str, side: str) -> TimePathTrace:
     if isinstance(port, TimePathTrace):
         return port
+    if timesteps is None:
+        raise ValueError(f"timesteps: the {side} is a model, so it needs the timesteps to run on (got None)")
+    if inputs is not None and not isinstance(inputs, Mapping):
+        raise TypeError(f"the {side}'s inputs must be a mapping of keyword arguments, got {type(inputs).__name__}")
     if isinstance(port, nn.Module):
-        return trace_time_path(port, timesteps, inputs, timestep_arg=timestep_arg)
+        return trace_time_path(port, timesteps, inputs or None, timestep_arg=timestep_arg)
     if isinstance(port, Mapping):
         return trace_stages(port, timesteps)
     raise TypeError(f"a port is a TimePathTrace, an nn.Module or a dict of stage callables, got {type(port).__name__}")
@@ -92,13 +120,29 @@ def _keyed(trace: TimePathTrace) -> dict[tuple[str, str, int], Stage]:
 
 
 def _compare(a: Stage, b: Stage) -> StageDiff:
-    x, y = a.value.detach().double().cpu(), b.value.detach().double().cpu()
+    x, y = stage_values(a), stage_values(b)
     shapes = (tuple(x.shape), tuple(y.shape))
     if shapes[0] != shapes[1]:
-        return StageDiff(a.kind, a.label, a.module, float("inf"), float("inf"), shapes)
-    diff = float((x - y).abs().max()) if x.numel() else 0.0
-    rms = float(x.pow(2).mean().sqrt()) if x.numel() else 0.0
-    return StageDiff(a.kind, a.label, a.module, diff, diff / rms if rms > 0 else diff, shapes)
+        return StageDiff(a.kind, a.label, a.module, math.inf, math.inf, shapes)
+    finite = x.isfinite() & y.isfinite()
+    # NaN compares unequal to everything, so a max over it would hide a broken side: count instead
+    alike = (x.isnan() & y.isnan()) | (~finite & (x == y))
+    nonfinite, shared = int((~finite & ~alike).sum()), int(alike.sum())
+    diff = float((x - y)[finite].abs().max()) if finite.any() else 0.0
+    rms = float(x[finite].pow(2).mean().sqrt()) if finite.any() else 0.0
+    return StageDiff(a.kind, a.label, a.module, diff, diff / rms if rms > 0 else diff, shapes, nonfinite, shared)
+
+
+def _scale(values: torch.Tensor) -> float:
+    """``max(1, max |reference|)`` over the finite entries: what ``tol`` is relative to."""
+    v = values[values.isfinite()]
+    return max(1.0, float(v.abs().max())) if v.numel() else 1.0
+
+
+def _check_tol(tol) -> float:
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) or tol < 0:
+        raise ValueError(f"tol must be a finite number >= 0 (a relative tolerance, e.g. 1e-5), got {tol!r}")
+    return float(tol)
 
 
 def verify_port(
@@ -108,120 +152,107 @@ def verify_port(
     *,
     inputs: Mapping | None = None,
     candidate_inputs: Mapping | None = None,
+    candidate_timesteps: TimestepsLike | None = None,
     tol: float = 1e-5,
     timestep_arg: str = "timestep",
+    candidate_timestep_arg: str | None = None,
 ) -> PortVerdict:
-    """Run two implementations of a time path on the same ``timesteps`` and name where they part.
+    """Run two implementations of a time path, each on its own inputs, and name where they part.
 
     Args:
-        reference: a model (diffusers' or ours), a :class:`TimePathTrace` already taken, or callables
-            per stage (``{"sinusoid input": f, "sinusoid": g, "time embedding": h}``, see :func:`trace_stages`).
+        reference: a model (diffusers' or ours), a [`TimePathTrace`][timestep_embed.interop.TimePathTrace] already
+            taken, or callables per stage (``{"sinusoid input": f, "sinusoid": g, "time embedding": h}``, see
+            [`trace_stages`][timestep_embed.interop.trace_stages]).
         candidate: the other implementation, in the same forms.
-        timesteps: the timestep argument both are given (not needed when both are traces); 4 or
-            more distinct values let a differing sinusoid's conventions be named.
-        inputs: the reference model's other keyword arguments (None: ``model(timesteps)``).
-        candidate_inputs: the candidate's, when they differ from ``inputs``.
-        tol: a stage differs where ``max abs difference > tol * max(1, max |reference|)``.
-        timestep_arg: the keyword the timestep is passed as.
+        timesteps: the reference's timestep argument (and the candidate's, unless
+            ``candidate_timesteps`` is given); 4 or more distinct values let a differing sinusoid's
+            conventions be named, 2 or more let a rounding difference be followed through the MLP.
+        inputs: the reference model's other keyword arguments (None or ``{}``: ``model(timesteps)``).
+        candidate_inputs: the candidate's (None: the reference's; ``{}``: a standalone embedder,
+            called as ``candidate(timesteps)``).
+        candidate_timesteps: what the candidate is given as its timestep, when its pipeline feeds
+            another quantity (its ``"timestep"`` stage is then not compared; what reaches the
+            sinusoid is).
+        tol: the relative tolerance on top of float32 rounding: a stage differs where its difference
+            exceeds ``tol * max(1, max |reference|)`` plus what rounding allows there.
+        timestep_arg: the keyword the reference's timestep is passed as (``candidate_timestep_arg``:
+            the candidate's, default the same).
     """
-    ref = _traced(reference, timesteps, inputs, timestep_arg)
-    cand = _traced(candidate, timesteps, candidate_inputs if candidate_inputs is not None else inputs, timestep_arg)
-    ka, kb = _keyed(ref), _keyed(cand)
-    diffs, parted, causes = [], None, []
-    previous: dict[tuple[str, str], StageDiff] = {}
-    for key, a in ka.items():
-        if key not in kb:
-            continue
-        d = _compare(a, kb[key])
-        diffs.append(d)
-        scale = max(1.0, float(a.value.detach().double().abs().max())) if a.value.numel() else 1.0
-        if parted is None and d.max_abs > tol * scale:
-            parted = d
-            causes = _causes(a, kb[key], ref, cand, reference, candidate, previous, tol)
-        previous[(a.kind, a.label)] = d
+    tol = _check_tol(tol)
+    if not isinstance(timestep_arg, str) or (
+        candidate_timestep_arg is not None and not isinstance(candidate_timestep_arg, str)
+    ):
+        raise TypeError(f"timestep_arg must be a keyword name (str), got {timestep_arg!r}")
+    ref = _traced(reference, timesteps, inputs, timestep_arg, "reference")
+    own = candidate_timesteps is not None
+    cand = _traced(
+        candidate,
+        candidate_timesteps if own else timesteps,
+        candidate_inputs if candidate_inputs is not None else inputs,
+        candidate_timestep_arg or timestep_arg,
+        "candidate",
+    )
+    diffs, parted, key = _judge(ref, cand, tol, skip_timestep=own)
     if not diffs:
         raise ValueError("the reference and the candidate record no stage in common; nothing to compare")
+    causes: list[str] = []
+    if parted is not None and parted.missing:
+        causes = missing_cause(parted, ref, cand)
+    elif parted is not None and key is not None:
+        causes = cause_of(_keyed(ref)[key], _keyed(cand)[key], ref, cand, reference, candidate)
     return PortVerdict(parted, causes, diffs, tol, ref, cand)
 
 
-# --------------------------------------------------------------------------------------- causes
-def _causes(a: Stage, b: Stage, ref, cand, ref_port, cand_port, previous, tol) -> list[str]:
-    x, y = a.value.detach().double().cpu(), b.value.detach().double().cpu()
-    if x.shape != y.shape:
-        return [f"different shapes: the reference gives {tuple(x.shape)}, the candidate {tuple(y.shape)}"]
-    if a.kind in ("timestep", "sinusoid input"):
-        return [_input_cause(a, b)]
-    if a.kind == "sinusoid":
-        inputs = ref.find("sinusoid input", a.label)
-        t = inputs[0].value if inputs else ref.stages[0].value
-        before = previous.get(("sinusoid input", a.label))
-        if before is not None and before.max_abs > 0:
-            return ["the sinusoid inputs already differ (below the tolerance); see that stage"]
-        found = embedding_causes(x.numpy(), y.numpy(), t.detach().double().cpu().numpy(), tol)
-        return [f"a different sinusoid (A: reference, B: candidate): {c}" for c in found]
-    if a.kind in ("time embedding", "modulation"):
-        if a.kind == "modulation":
-            order = _chunk_order(x, y, tol)
-            if order is not None:
-                return [order]
-        return _weight_causes(a, b, ref_port, cand_port)
-    return ["the time path agrees up to the blocks: the difference lies elsewhere in the model"]
+def _whole_model(trace: TimePathTrace) -> bool:
+    return any(s.kind in ("modulation", "output") for s in trace.stages)
 
 
-def _input_cause(a: Stage, b: Stage) -> str:
-    how = relate(a.value, b.value) or "no known map between them"
-    if ("1000 x" in how or "0.001 x" in how) and a.label == "guidance":
-        return f"guidance scaling: {how} (one port multiplies the guidance scale by 1000, the other does not)"
-    if "1000 x" in how or "0.001 x" in how:
-        return f"input scaling: {how} (sigma against sigma * 1000, or the 1000 applied twice)"
-    if "rounded to" in how:
-        return f"dtype rounding: {how} (reference {a.value.dtype}, candidate {b.value.dtype})"
-    if "- reference" in how:
-        return f"reversed time: {how} (one side expects 1 - t)"
-    return f"the {a.label} differs before the sinusoid: {how}"
-
-
-def _chunk_order(x: torch.Tensor, y: torch.Tensor, tol: float) -> str | None:
-    width = x.shape[-1]
-    for n in _CHUNKS:
-        if width % n:
+def _judge(ref: TimePathTrace, cand: TimePathTrace, tol: float, skip_timestep: bool):
+    """``(every aligned stage, the first that differs or None, its key)``, in the reference's order."""
+    ka, kb = _keyed(ref), _keyed(cand)
+    labels_a, labels_b = {k[1] for k in ka}, {k[1] for k in kb}
+    diffs: list[StageDiff] = []
+    seen: dict[tuple[str, str, int], StageDiff] = {}
+    parted: tuple[StageDiff, tuple | None] | None = None
+    for key, a in ka.items():
+        if key not in kb:
+            # a label the candidate lacks altogether matters only where its blocks would have received it
+            if parted is None and key[1] not in labels_b and _whole_model(cand):
+                d = _missing(a, "candidate")
+                diffs.append(d)
+                parted = (d, None)
             continue
-        xs, ys = x.reshape(*x.shape[:-1], n, width // n), y.reshape(*y.shape[:-1], n, width // n)
-        order = []
-        for i in range(n):
-            match = [j for j in range(n) if torch.allclose(ys[..., i, :], xs[..., j, :], atol=tol, rtol=0)]
-            if not match:
-                break
-            order.append(match[0])
-        if len(order) == n and order != list(range(n)):
-            return (
-                f"modulation order: the same {n} chunks in another order (candidate chunk i = reference chunk "
-                f"{order}[i]; e.g. shift and scale swapped)"
-            )
-    return None
+        d = _compare(a, kb[key])
+        differs = d.shapes[0] != d.shapes[1] or d.nonfinite > 0
+        if key[0] == "timestep" and skip_timestep:
+            d.allowed, differs = math.inf, False  # each side was given its own timesteps
+        elif not differs:
+            differs = _exceeds(d, key, a, kb[key], ka, kb, seen, tol)
+        diffs.append(d)
+        seen[key] = d
+        if parted is None and differs:
+            parted = (d, key)
+    if parted is None and _whole_model(ref):
+        extra = next((b for k, b in kb.items() if k[1] not in labels_a), None)
+        if extra is not None:
+            d = _missing(extra, "reference")
+            diffs.append(d)
+            parted = (d, None)
+    return (diffs, *parted) if parted is not None else (diffs, None, None)
 
 
-def _weight_causes(a: Stage, b: Stage, ref_port, cand_port) -> list[str]:
-    if not (isinstance(ref_port, nn.Module) and isinstance(cand_port, nn.Module)):
-        return [f"the {a.kind} differs while its input agrees: weights, activation or layer order"]
-    try:
-        wa = ref_port.get_submodule(a.module).state_dict()
-        wb = cand_port.get_submodule(b.module).state_dict()
-    except AttributeError:
-        return [f"the {a.kind} differs while its input agrees: weights, activation or layer order"]
-    if wa.keys() != wb.keys():
-        return [f"the {a.kind} modules differ in their parameters: {sorted(wa)} vs {sorted(wb)}"]
-    causes = []
-    for name in wa:
-        p, q = wa[name].double(), wb[name].double()
-        if p.shape != q.shape:
-            causes.append(f"{b.module}.{name} has shape {tuple(q.shape)}, the reference's {tuple(p.shape)}")
-        elif not torch.equal(p, q):
-            if p.dim() == 2 and p.shape[1] % 2 == 0 and torch.equal(p.roll(p.shape[1] // 2, dims=1), q):
-                causes.append(
-                    f"{b.module}.{name}: the reference's input columns with the two halves swapped "
-                    "(weights ported for the other sin/cos order)"
-                )
-            else:
-                causes.append(f"{b.module}.{name} differs: max abs {float((p - q).abs().max()):.3g}")
-    return causes or [f"same weights: the {a.kind}'s activation or layer order differs"]
+def _missing(stage: Stage, side: str) -> StageDiff:
+    shape = tuple(stage.value.shape)
+    shapes = (shape, ()) if side == "candidate" else ((), shape)
+    return StageDiff(stage.kind, stage.label, stage.module, math.inf, math.inf, shapes, missing=side)
+
+
+def _exceeds(d: StageDiff, key, a: Stage, b: Stage, ka, kb, seen, tol: float) -> bool:
+    """Whether stage ``key`` differs by more than rounding explains; sets ``d.allowed``."""
+    allowance = stage_allowance(key, a, ka, kb, seen, tol * _scale(stage_values(a)))
+    if isinstance(allowance, float):
+        d.allowed = allowance
+        return d.max_abs > allowance
+    rows = (stage_values(a) - stage_values(b)).abs().nan_to_num(0.0).reshape(allowance.shape[0], -1).amax(-1)
+    d.allowed = float(allowance[int(rows.argmax())])  # what rounding allows where the difference is largest
+    return bool((rows > allowance).any())

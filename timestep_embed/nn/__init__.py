@@ -1,26 +1,34 @@
 """Modules over the sinusoidal core: the sinusoid, Fourier features, the time-input map, the MLP, the
 embedder, and the key layouts of real checkpoints' time paths."""
 
+from .cast import InModelDtype
 from .checkpoints import (
-    KEY_LAYOUTS,
-    KNOWN_PREFIXES,
+    LAYOUTS,
+    LayoutMatch,
+    TimePath,
     embedder_state_dict,
-    find_time_mlp,
+    find_time_paths,
     load_state_dict_checked,
     to_layout,
 )
 from .embedder import TimestepEmbedder, default_sinusoid_dim
 from .fourier import FourierEmbedding
+from .layouts import KNOWN_PREFIXES, Layout, MLPKeys
 from .mlp import ACTIVATIONS, TimestepMLP
 from .sinusoidal import SinusoidalEmbedding
 from .time_input import TIME_INPUTS, check_time_input, time_input
 
 __all__ = [
     "ACTIVATIONS",
-    "KEY_LAYOUTS",
+    "LAYOUTS",
     "KNOWN_PREFIXES",
+    "InModelDtype",
+    "Layout",
+    "LayoutMatch",
+    "MLPKeys",
+    "TimePath",
     "embedder_state_dict",
-    "find_time_mlp",
+    "find_time_paths",
     "load_state_dict_checked",
     "to_layout",
     "TIME_INPUTS",

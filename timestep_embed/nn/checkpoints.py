@@ -1,56 +1,39 @@
-"""The time path of real checkpoints: their key layouts, the prefixes they sit under, strict loading.
+"""Find the time path in a real checkpoint: which layout, under which prefix, which MLPs; strict loading.
 
-No diffusers import: the layouts are plain strings. Our names are diffusers' names
-(``time_embedding.linear_1.weight`` ...), so a diffusers state dict needs no renaming.
+No diffusers import: the layouts (`timestep_embed.nn.layouts`) are plain strings. Our names
+are diffusers' names (``time_embedding.linear_1.weight`` ...), so a diffusers UNet's time path needs
+no renaming.
 """
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from .derived_layouts import DERIVED_LAYOUTS
+from .image_layouts import IMAGE_LAYOUTS
+from .layouts import KNOWN_PREFIXES, Layout, MLPKeys
+from .transformer_layouts import TRANSFORMER_LAYOUTS
+from .unet_layouts import UNET_LAYOUTS
+
 __all__ = [
-    "KEY_LAYOUTS",
-    "KNOWN_PREFIXES",
-    "LAYOUT_DEFAULTS",
-    "LAYOUT_PROBES",
+    "LAYOUTS",
+    "TimePath",
+    "LayoutMatch",
     "load_state_dict_checked",
-    "find_time_mlp",
+    "find_time_paths",
     "embedder_state_dict",
     "to_layout",
 ]
 
-# checkpoint key prefix -> our key prefix, per codebase. Only the MLP (and Fourier weights) carry state.
-KEY_LAYOUTS: dict[str, dict[str, str]] = {
-    # diffusers UNet2DModel / UNet2DConditionModel: our names are theirs.
-    "diffusers": {"time_embedding.": "time_embedding.", "time_proj.": "time_proj."},
-    # improved-/guided-diffusion and ldm / Stable Diffusion (original checkpoints):
-    # time_embed = nn.Sequential(linear(ch, 4 ch), SiLU(), linear(4 ch, 4 ch)).
-    "adm": {"time_embed.0.": "time_embedding.linear_1.", "time_embed.2.": "time_embedding.linear_2."},
-    # DiT models.py TimestepEmbedder: mlp = nn.Sequential(Linear(256, hidden), SiLU(), Linear(hidden, hidden)).
-    "dit": {"t_embedder.mlp.0.": "time_embedding.linear_1.", "t_embedder.mlp.2.": "time_embedding.linear_2."},
-    # EDM training/networks.py DhariwalUNet: silu(map_layer0(emb)) -> map_layer1 -> (+ labels) -> silu.
-    "edm": {"map_layer0.": "time_embedding.linear_1.", "map_layer1.": "time_embedding.linear_2."},
-}
-# The key that marks each layout: its first Linear's weight.
-LAYOUT_PROBES = {
-    "diffusers": "time_embedding.linear_1.weight",
-    "adm": "time_embed.0.weight",
-    "dit": "t_embedder.mlp.0.weight",
-    "edm": "map_layer0.weight",
-}
-# Where whole-model checkpoints keep the network: original Stable Diffusion / LDM, pipelines' unet
-# dumps, EDM's EDMPrecond (the net as `model`), and no prefix at all.
-KNOWN_PREFIXES = ("", "model.diffusion_model.", "unet.", "model.")
-# What a layout says about the rest of the time path (None: the layout does not say).
-LAYOUT_DEFAULTS: dict[str, dict] = {
-    "diffusers": {"convention": None},  # flip_sin_to_cos / freq_shift live in the UNet config, not the weights
-    "adm": {"convention": "adm"},  # nn.timestep_embedding: [cos | sin], shift 0
-    "dit": {"convention": "adm"},  # TimestepEmbedder.timestep_embedding: [cos | sin], shift 0
-    "edm": {"convention": "edm", "post_act": "silu"},  # PositionalEmbedding(endpoint=False); silu after map_layer1
-}
+_OURS = ("time_embedding.linear_1.", "time_embedding.linear_2.")
+_ALL = (*UNET_LAYOUTS, *TRANSFORMER_LAYOUTS, *IMAGE_LAYOUTS, *DERIVED_LAYOUTS)
+LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in _ALL}
 
 
 def _describe(state: Mapping[str, torch.Tensor]) -> str:
@@ -80,65 +63,212 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
     module.load_state_dict(state_dict, strict=True)
 
 
-def find_time_mlp(state_dict: Mapping[str, torch.Tensor], layout: str = "auto", prefix: str | None = None):
-    """``(layout, prefix)`` of the time MLP in a whole-model state dict.
+@dataclass(frozen=True)
+class TimePath:
+    """One MLP found in a checkpoint: ``label`` (``"timestep"``, ``"guidance"``, ``"timestep[3]"`` for
+    block 3's copy ...), the checkpoint keys of its two Linear layers (without ``.weight``), its
+    widths ``(in, hidden, out)`` and what it is fed (``"sinusoid"``: a time path)."""
 
-    Looks for the first Linear of each layout (``time_embed.0.weight``, ``t_embedder.mlp.0.weight``,
-    ...) under the :data:`KNOWN_PREFIXES` (or ``prefix`` when given). Raises ValueError naming what
-    it found when nothing, or more than one thing, fits.
+    label: str
+    linears: tuple[str, ...]
+    widths: tuple[int, ...]
+    fed: str
+
+    def describe(self) -> str:
+        where = self.linears[0].rpartition(".")[0] if len(self.linears) > 1 else self.linears[0]
+        widths = " -> ".join(map(str, self.widths))
+        what = "" if self.fed == "sinusoid" else f", fed {self.fed}: not a time path"
+        return f"{self.label} ({where}: {widths}{what})"
+
+
+@dataclass(frozen=True)
+class LayoutMatch:
+    """A layout found in a state dict: the layout, the prefix its keys sit under, and its MLPs
+    (``paths[0]`` is the model's main time path)."""
+
+    layout: Layout
+    prefix: str
+    paths: tuple[TimePath, ...]
+
+    def path(self, label: str = "timestep") -> TimePath:
+        for p in self.paths:
+            if p.label == label:
+                return p
+        raise ValueError(
+            f"this {self.layout.name} checkpoint has no {label!r} MLP; it has {[p.label for p in self.paths]}"
+        )
+
+    def describe(self) -> str:
+        family = f", family {self.layout.family}" if self.layout.family else ""
+        return f"{self.layout.name} layout{family} under prefix {self.prefix!r}"
+
+
+def _indices(mlp: MLPKeys, keys: Mapping, prefix: str) -> list:
+    """The block indices of an MLP's copies (``[None]`` when its prefix has no ``{i}``; [] when absent)."""
+    if "{i}" not in mlp.prefix:
+        return [None] if prefix + mlp.key() in keys else []
+    head, _, tail = mlp.prefix.partition("{i}")
+    tail += mlp.names[0] + ".weight" if mlp.names else ""
+    pattern = re.compile(re.escape(prefix + head) + r"(\d+)" + re.escape(tail))
+    found = {int(m.group(1)) for k in keys if k.startswith(prefix + head) and (m := pattern.fullmatch(k))}
+    return [*sorted(found)]
+
+
+def _paths(layout: Layout, state_dict: Mapping[str, torch.Tensor], prefix: str) -> list[TimePath]:
+    paths = []
+    for mlp in layout.mlps:
+        for n, i in enumerate(_indices(mlp, state_dict, prefix)):
+            label = mlp.label if n == 0 else f"{mlp.label}[{i}]"
+            if not mlp.names:
+                key = prefix + mlp.key(i)
+                paths.append(TimePath(label, (key,), tuple(state_dict[key].shape), mlp.fed))
+                continue
+            linears = tuple(prefix + mlp.key(i, w)[: -len(".weight")] for w in range(len(mlp.names)))
+            w1, w2 = (state_dict.get(f"{lin}.weight") for lin in linears)
+            widths = (w1.shape[1], w1.shape[0], w2.shape[0]) if w1 is not None and w2 is not None else ()
+            paths.append(TimePath(label, linears, widths, mlp.fed))
+    return paths
+
+
+def _fits(layout: Layout, keys: list[str], prefix: str) -> bool:
+    under = [k[len(prefix) :] for k in keys if k.startswith(prefix)]
+    return all(any(m in k for k in under) for m in layout.markers) and not any(
+        a in k for a in layout.absent for k in under
+    )
+
+
+def check_state_dict(state_dict, name: str = "state_dict") -> None:
+    """Raise TypeError unless ``state_dict`` maps string keys to tensors (naming the first bad entry)."""
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(f"{name} must be a mapping of names to tensors, got {type(state_dict).__name__}")
+    for key, value in state_dict.items():
+        if not isinstance(key, str) or not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name}[{key!r}] must be a tensor under a string key, got {type(value).__name__}")
+
+
+def find_time_paths(
+    state_dict: Mapping[str, torch.Tensor],
+    *,
+    family: str | None = None,
+    layout: str = "auto",
+    prefix: str | None = None,
+) -> LayoutMatch:
+    """The layout of a whole-model state dict and every MLP of it that was found.
+
+    Tries each layout of `LAYOUTS` under each of the
+    `timestep_embed.nn.layouts.KNOWN_PREFIXES` (or ``prefix``): its main MLP's first weight
+    must be there, its markers too, its absent keys not. Of the layouts that fit, the one with the
+    most markers wins (Stable Diffusion's keys are guided-diffusion's plus cross-attention).
+
+    Args:
+        family: keep the layouts of this contract family (``"flux_dev"``, ``"stable_diffusion"`` ...);
+            the only way to pick a layout whose keys are a generic one's (a diffusers UNet's).
+        layout: ``"auto"`` or a name in ``LAYOUTS``.
+        prefix: what the network's keys start with; None tries the known ones.
+
+    Raises:
+        ValueError: nothing fits (listing the layouts tried and the keys that came closest), or
+            several layouts fit equally well (listing them: pass ``family=`` or ``layout=``).
     """
-    if layout != "auto" and layout not in KEY_LAYOUTS:
-        raise ValueError(f"layout must be 'auto' or one of {sorted(KEY_LAYOUTS)}, got {layout!r}")
+    check_state_dict(state_dict)
+    if layout != "auto" and layout not in LAYOUTS:
+        raise ValueError(f"layout must be 'auto' or one of {sorted(LAYOUTS)}, got {layout!r}")
+    families = {lay.family for lay in LAYOUTS.values() if lay.family is not None}
+    if family is not None and family not in families:
+        raise ValueError(f"family must be None or one of {sorted(families)}, got {family!r}")
+    if prefix is not None and not isinstance(prefix, str):
+        raise ValueError(f"prefix must be a string or None, got {prefix!r}")
+    candidates = [LAYOUTS[layout]] if layout != "auto" else list(LAYOUTS.values())
+    if family is not None:
+        candidates = [lay for lay in candidates if lay.family == family]
+    elif layout == "auto":
+        candidates = [lay for lay in candidates if lay.auto]
+    keys = list(state_dict)
     prefixes = KNOWN_PREFIXES if prefix is None else (prefix,)
-    layouts = list(KEY_LAYOUTS) if layout == "auto" else [layout]
-    found: list[tuple[str, str]] = []
-    elsewhere: list[tuple[str, str]] = []
-    for name in layouts:
-        first = LAYOUT_PROBES[name]
-        for key in state_dict:
-            if key.endswith(first):
-                where = key[: -len(first)]
-                (found if where in prefixes else elsewhere).append((name, where))
-    if len(found) == 1:
-        return found[0]
+    found = [
+        (lay, p) for lay in candidates for p in prefixes if p + lay.mlps[0].key() in state_dict and _fits(lay, keys, p)
+    ]
+    if not found:
+        raise ValueError(_nothing_fits(keys, candidates, prefixes))
+    best = max(len(lay.markers) for lay, _ in found)
+    found = [(lay, p) for lay, p in found if len(lay.markers) == best]
     if len(found) > 1:
-        raise ValueError(f"several time MLPs fit: {found} (layout, prefix); pass layout= and prefix=")
-    hint = f"; found {elsewhere} (layout, prefix): pass prefix=" if elsewhere else ""
-    firsts = [LAYOUT_PROBES[n] for n in layouts]
-    raise ValueError(f"no time MLP in this state dict: no key is one of {firsts} under the prefixes {prefixes}{hint}")
+        names = [f"{lay.name} (prefix {p!r})" for lay, p in found]
+        raise ValueError(f"several layouts fit this state dict equally well: {names}; pass family= or layout=")
+    lay, p = found[0]
+    return LayoutMatch(lay, p, tuple(_paths(lay, state_dict, p)))
+
+
+def _nothing_fits(keys: list[str], layouts: list[Layout], prefixes: tuple[str, ...]) -> str:
+    probes: dict[str, str] = {lay.mlps[0].key(): lay.name for lay in layouts}
+    scored = []
+    for probe in probes:
+        for key in difflib.get_close_matches(probe, keys, n=2, cutoff=0.6):
+            scored.append((difflib.SequenceMatcher(None, probe, key).ratio(), key, probe))
+    closest = [f"{key} (like {probes[probe]}'s {probe})" for _, key, probe in sorted(scored, reverse=True)[:4]]
+    hint = f"; the closest keys: {', '.join(closest)}" if closest else f"; its first keys: {keys[:4]}"
+    return (
+        f"no time path in this state dict: tried the layouts {sorted(probes.values())} under the prefixes "
+        f"{list(prefixes)} (pass prefix= for another){hint}"
+    )
 
 
 def embedder_state_dict(
-    state_dict: Mapping[str, torch.Tensor], layout: str = "auto", prefix: str | None = None
+    state_dict: Mapping[str, torch.Tensor],
+    layout: str = "auto",
+    prefix: str | None = None,
+    *,
+    family: str | None = None,
+    which: str = "timestep",
 ) -> dict[str, torch.Tensor]:
-    """The time-path part of a whole-model checkpoint, renamed for :class:`TimestepEmbedder`.
+    """One time path of a whole-model checkpoint, renamed for [`TimestepEmbedder`][timestep_embed.TimestepEmbedder].
 
-    Args:
-        state_dict: a full UNet/DiT/EDM state dict (other keys are ignored).
-        layout: one of :data:`KEY_LAYOUTS`, or ``"auto"`` (found from the keys).
-        prefix: what the network's keys start with (``"model.diffusion_model."`` in original Stable
-            Diffusion checkpoints); None tries :data:`KNOWN_PREFIXES`.
-
-    Returns:
-        ``{"time_embedding.linear_1.weight": ..., ...}`` (plus ``time_proj.weight`` for Fourier
-        features in diffusers checkpoints), ready for ``TimestepEmbedder.load_state_dict``.
+    Returns ``{"time_embedding.linear_1.weight": ..., ...}``, with ``time_proj.weight`` where the
+    layout has Fourier features (a ``[n, 1]`` weight flattened to ``[n]``), ready for
+    ``TimestepEmbedder.load_state_dict``; ``which`` picks the MLP (see
+    [`find_time_paths`][timestep_embed.nn.find_time_paths]).
     """
-    layout, prefix = find_time_mlp(state_dict, layout, prefix)
-    return _renamed(state_dict, {prefix + old: new for old, new in KEY_LAYOUTS[layout].items()})
+    match = find_time_paths(state_dict, family=family, layout=layout, prefix=prefix)
+    return match_state_dict(state_dict, match, which)
+
+
+def match_state_dict(state_dict: Mapping[str, torch.Tensor], match: LayoutMatch, which: str = "timestep"):
+    """The tensors of the MLP ``which`` of ``match`` (and its Fourier weight), under our names."""
+    path = match.path(which)
+    if path.fed != "sinusoid" or len(path.linears) != 2:
+        raise ValueError(f"the {path.describe()} is not a time path; the time paths: {_time_labels(match)}")
+    out = {}
+    for ours, theirs in zip(_OURS, path.linears, strict=True):
+        for key, value in state_dict.items():
+            if key.startswith(theirs + "."):
+                out[ours + key[len(theirs) + 1 :]] = value
+    if match.layout.fourier is not None:
+        weight = state_dict[match.prefix + match.layout.fourier[0]]
+        out["time_proj.weight"] = weight.reshape(-1) if weight.dim() == 2 and weight.shape[1] == 1 else weight
+    elif match.prefix + "time_proj.weight" in state_dict and match.layout.name in ("diffusers", "unet1d"):
+        out["time_proj.weight"] = state_dict[match.prefix + "time_proj.weight"]  # a diffusers Fourier UNet
+    return out
+
+
+def _time_labels(match: LayoutMatch) -> list[str]:
+    return [p.label for p in match.paths if p.fed == "sinusoid"]
 
 
 def to_layout(state_dict: Mapping[str, torch.Tensor], layout: str, prefix: str = "") -> dict[str, torch.Tensor]:
-    """The reverse of :func:`embedder_state_dict`: our embedder's keys renamed into ``layout``."""
-    if layout not in KEY_LAYOUTS:
-        raise ValueError(f"layout must be one of {sorted(KEY_LAYOUTS)}, got {layout!r}")
-    return _renamed(state_dict, {ours: prefix + theirs for theirs, ours in KEY_LAYOUTS[layout].items()})
-
-
-def _renamed(state_dict: Mapping[str, torch.Tensor], prefixes: Mapping[str, str]) -> dict[str, torch.Tensor]:
-    """The entries whose key starts with a prefix in ``prefixes``, that prefix replaced by its value."""
+    """The reverse of [`embedder_state_dict`][timestep_embed.nn.embedder_state_dict]: our embedder's keys renamed into
+    ``layout`` (its main MLP; block 0's copy for per-block layouts; the Fourier weight under the layout's key)."""
+    check_state_dict(state_dict)
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
+    if not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a string, got {type(prefix).__name__}")
+    lay = LAYOUTS[layout]
+    theirs = [lay.mlps[0].key(0, w)[: -len("weight")] for w in range(2)]
     out = {}
     for key, value in state_dict.items():
-        for old, new in prefixes.items():
-            if key.startswith(old):
-                out[new + key[len(old) :]] = value
+        for ours, their in zip(_OURS, theirs, strict=True):
+            if key.startswith(ours):
+                out[prefix + their + key[len(ours) :]] = value
+        if key == "time_proj.weight":
+            out[prefix + (lay.fourier[0] if lay.fourier else "time_proj.weight")] = value
     return out

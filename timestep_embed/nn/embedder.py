@@ -7,8 +7,8 @@ weights load as they are. Compute ``emb`` once per forward and hand it to every 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -17,12 +17,13 @@ from torch import nn
 
 from ..checks import check_int
 from ..conventions import Convention
-from ..files import load_pretrained, save_pretrained
+from ..files import load_pretrained, push_folder_to_hub, save_pretrained
 from ..guards import TimestepsLike, as_tensor
 from ..sinusoidal import distinct_values
-from .checkpoints import LAYOUT_DEFAULTS, embedder_state_dict, find_time_mlp, load_state_dict_checked
-from .fourier import FourierEmbedding
-from .mlp import ACTIVATIONS, TimestepMLP
+from .checkpoints import find_time_paths, load_state_dict_checked, match_state_dict
+from .mlp import TimestepMLP
+from .porting import time_path_modules
+from .pretrained import diffusers_options, embedder_arguments, embedder_config, with_mlp
 from .sinusoidal import SinusoidalEmbedding
 from .time_input import check_time_input, time_input
 
@@ -143,115 +144,136 @@ class TimestepEmbedder(nn.Module):
         state_dict: Mapping[str, torch.Tensor],
         convention: str | Convention | None = None,
         *,
+        family: str | None = None,
         layout: str = "auto",
         prefix: str | None = None,
+        which: str = "timestep",
         **options,
     ) -> TimestepEmbedder:
-        """The time path of a whole-model checkpoint, widths read from its tensors, weights loaded.
+        """The time path of a whole-model checkpoint: layout found, widths read from its tensors, weights loaded.
 
-        Finds the time MLP under the keys of diffusers (``time_embedding.linear_1``), original Stable
-        Diffusion / guided-diffusion (``time_embed.0``), DiT (``t_embedder.mlp.0``) or EDM
-        (``map_layer0``), under the prefixes ``model.diffusion_model.``, ``unet.``, ``model.`` or none
-        (``prefix=`` for others), and logs what it found.
+        Knows the layouts of `timestep_embed.nn.checkpoints.LAYOUTS`: diffusers' models and the
+        original releases (Stable Diffusion/LDM, SDXL, guided-diffusion, DDPM's torch port, DiT,
+        PixArt, SD3, Flux with ``guidance_in``, Wan, HunyuanVideo, EDM's three networks,
+        k-diffusion, lucidrains), under the prefixes ``model.diffusion_model.``, ``unet.``,
+        ``transformer.``, ``model.``, ``net.`` ... (``prefix=`` for others). The sinusoid in front
+        is the layout's, fed what the model's ``forward`` gets as its timestep (Flux: sigma, cast to
+        the model's dtype and multiplied by 1000 there, as the model does). It logs the layout and
+        every other MLP it found (guidance, text refiner, per-block copies, text projections):
+        ``which="guidance"``, ``which="timestep[3]"`` ... loads one of those instead.
 
         Args:
             state_dict: the checkpoint's tensors (other keys are ignored).
-            convention: the sinusoid; default: what the layout's codebase uses (ADM for Stable
-                Diffusion, guided-diffusion and DiT; EDM for EDM). A diffusers state dict does not
-                say (``flip_sin_to_cos`` and ``freq_shift`` are in the UNet's config): pass it.
-            layout: ``"auto"`` or one of ``KEY_LAYOUTS``.
+            convention: the sinusoid, overriding the layout's; a diffusers UNet's state dict does
+                not say (``flip_sin_to_cos`` and ``freq_shift`` are in its config): pass this or
+                ``family``, or use `from_pretrained` on its folder.
+            family: the contract family (``"stable_diffusion"``, ``"ddpm"``, ``"flux_dev"`` ...) to
+                pick a layout among those that fit.
+            layout: ``"auto"`` or a name in ``LAYOUTS``.
             prefix: what the network's keys start with; None tries the known ones.
-            options: other :class:`TimestepEmbedder` arguments (``time_input``, ``num_timesteps``...).
+            which: the MLP to load (default the model's main time path, ``"timestep"``).
+            options: ``time_input``, ``num_timesteps``, ``time_proj`` (replaces the layout's sinusoid),
+                ``act`` and ``post_act`` (the MLP's activations, which the weights do not say: a diffusers
+                UNet's ``act_fn`` and ``timestep_post_act``; default the layout's).
         """
-        layout, prefix = find_time_mlp(state_dict, layout, prefix)
-        ours = embedder_state_dict(state_dict, layout, prefix)
-        w1, w2 = ours.get("time_embedding.linear_1.weight"), ours.get("time_embedding.linear_2.weight")
-        if w1 is None or w2 is None or w1.shape[0] != w2.shape[0] or w2.shape[0] != w2.shape[1]:
-            shapes = {k: list(v.shape) for k, v in ours.items()}
-            raise ValueError(f"the time MLP under {prefix!r} ({layout} layout) is not in -> emb -> emb: {shapes}")
-        defaults = dict(LAYOUT_DEFAULTS[layout])
-        layout_convention = defaults.pop("convention")
-        convention = convention if convention is not None else layout_convention
-        if convention is None:
+        unknown = sorted(set(options) - {"time_input", "num_timesteps", "time_proj", "act", "post_act"})
+        if unknown:
             raise ValueError(
-                f"a {layout} state dict does not say which sinusoid its model uses: pass convention= "
-                "(diffusers UNets: 'adm' by default; flip_sin_to_cos=False, freq_shift=1 is 'ddpm')"
+                f"from_state_dict reads the MLP's widths and the sinusoid from the checkpoint and its layout; "
+                f"{unknown} cannot be set (options are time_input, num_timesteps, time_proj, act, post_act; "
+                "the sinusoid: convention=)"
             )
-        if "time_embedding.cond_proj.weight" in ours:
-            defaults["cond_dim"] = ours["time_embedding.cond_proj.weight"].shape[1]
-        if "time_proj.weight" in ours and "time_proj" not in options:
-            raise ValueError(
-                "this checkpoint has Fourier features (time_proj.weight): pass time_proj=FourierEmbedding(..)"
-            )
-        embedder = cls(w1.shape[0], w1.shape[1], convention, **{**defaults, **options})
-        load_state_dict_checked(embedder, ours, f"the time path under {prefix!r} ({layout} layout)")
-        widths = (w1.shape[1], w1.shape[0], w2.shape[0])
-        log.info("time MLP found under prefix %r (%s layout): %d -> %d -> %d", prefix, layout, *widths)
-        return embedder.to(w1.dtype)
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"state_dict must be a mapping of names to tensors, got {type(state_dict).__name__}")
+        if not isinstance(which, str):
+            raise TypeError(f"which must be the label of an MLP ('timestep', 'guidance' ...), got {which!r}")
+        match = find_time_paths(state_dict, family=family, layout=layout, prefix=prefix)
+        ours = match_state_dict(state_dict, match, which)
+        acts = {k: options.pop(k) for k in ("act", "post_act") if k in options}
+        time_proj, mlp = time_path_modules(match, ours, convention, options.pop("time_proj", None), **acts)
+        options.setdefault("time_input", match.layout.time_input)
+        embedder = cls(mlp.linear_2.out_features, time_proj=time_proj, **options)
+        embedder.time_embedding = mlp
+        load_state_dict_checked(embedder, ours, f"the {which} MLP of this {match.describe()}")
+        path = match.path(which)
+        others = [p.describe() for p in match.paths if p is not path]
+        log.info("%s %s found: %s", match.describe(), path.describe(), "; also: " + ", ".join(others) if others else "")
+        dtype = ours["time_embedding.linear_1.weight"].dtype
+        return embedder.to(dtype) if dtype.is_floating_point else embedder
 
     def config(self) -> dict:
-        """The constructor arguments, JSON-able, for :meth:`save_pretrained`."""
-        proj, mlp = self.time_proj, self.time_embedding
-        names = {cls: name for name, cls in ACTIVATIONS.items() if name != "swish"}
-        out = {
-            "emb_dim": self.emb_dim,
-            "sinusoid_dim": mlp.linear_1.in_features,
-            "time_input": self.time_input,
-            "num_timesteps": self.num_timesteps,
-            "act": names[type(mlp.act)] if mlp.act is not None else None,
-            "post_act": names[type(mlp.post_act)] if mlp.post_act is not None else None,
-            "cond_dim": mlp.cond_proj.in_features if mlp.cond_proj is not None else None,
-        }
-        if isinstance(proj, SinusoidalEmbedding):
-            sinusoid = {
-                "dim": proj.dim,
-                "pad_odd": proj.pad_odd,
-                "scale_in_input_dtype": proj.scale_in_input_dtype,
-                "num_timesteps": proj.num_timesteps,
-            }
-            return {
-                **out,
-                "convention": dataclasses.asdict(proj.convention),
-                "precise": proj.precise,
-                "sinusoid": sinusoid,
-            }
-        if isinstance(proj, FourierEmbedding):
-            fourier = {
-                "dim": proj.dim,
-                "first": proj.first,
-                "fold_2pi": proj.fold_2pi,
-                "log": proj.log,
-                "learnable": isinstance(proj.weight, nn.Parameter),
-                "in_features": proj.in_features,
-                "include_input": proj.include_input,
-            }
-            return {**out, "fourier": fourier}
-        raise ValueError(f"save_pretrained knows SinusoidalEmbedding and FourierEmbedding, not {type(proj).__name__}")
+        """The constructor arguments, JSON-able: what `save_pretrained` writes to ``config.json``
+        (see `timestep_embed.nn.pretrained`)."""
+        return embedder_config(self)
 
     def save_pretrained(self, folder: str | Path) -> Path:
-        """``folder/config.json`` (:meth:`config`, versions) and ``folder/model.safetensors``."""
+        """``folder/config.json`` (`config`, flat, with ``_class_name`` and the versions) and
+        ``folder/model.safetensors``: a folder ``huggingface_hub.PyTorchModelHubMixin`` also reads."""
         return save_pretrained(folder, type(self).__name__, self.config(), self.state_dict())
 
+    def push_to_hub(self, repo_id: str, *, private: bool | None = None, token: str | None = None) -> str:
+        """Upload the `save_pretrained` folder to the Hugging Face Hub repository ``repo_id``
+        (created if needed; needs ``huggingface_hub`` and a network); returns the commit's URL."""
+        with tempfile.TemporaryDirectory() as tmp:
+            return push_folder_to_hub(self.save_pretrained(Path(tmp) / "model"), repo_id, private=private, token=token)
+
     @classmethod
-    def from_pretrained(cls, folder: str | Path) -> TimestepEmbedder:
-        """The embedder :meth:`save_pretrained` wrote, weights loaded strictly."""
-        config, state = load_pretrained(folder, cls.__name__)
-        config = dict(config)
-        fourier, sinusoid = config.pop("fourier", None), config.pop("sinusoid", None)
-        if fourier is not None:
-            fourier = dict(fourier)
-            config["time_proj"] = FourierEmbedding(fourier.pop("dim", config["sinusoid_dim"]), **fourier)
+    def from_pretrained(
+        cls,
+        name_or_path: str | Path,
+        *,
+        subfolder: str | None = None,
+        revision: str | None = None,
+        torch_dtype: torch.dtype | str | None = None,
+        device: torch.device | str | None = None,
+        which: str = "timestep",
+    ) -> TimestepEmbedder:
+        """An embedder from a pretrained folder, or a Hugging Face Hub repository (``huggingface_hub``).
+
+        Reads the folders `save_pretrained` writes (and those of earlier versions), and diffusers
+        model folders (``config.json`` + ``diffusion_pytorch_model.safetensors``, sharded or not): their
+        time path, with what the config says that the weights do not (a UNet's ``flip_sin_to_cos``,
+        ``freq_shift``, ``act_fn``, Fourier features; the class where two share their keys).
+
+        Args:
+            name_or_path: a folder, or a Hub repository id (``owner/name``).
+            subfolder: the model's folder inside it (a pipeline's ``"unet"`` or ``"transformer"``).
+            revision: the Hub revision (branch, tag or commit).
+            torch_dtype: the dtype to cast to (``torch.bfloat16`` or ``"bfloat16"``); default: as stored.
+            device: where to put it.
+            which: in a diffusers folder, the MLP to load (``"guidance"``, ``"refiner"`` ...).
+        """
+        dtype, place = _dtype(torch_dtype), _device(device)
+        config, state = load_pretrained(name_or_path, subfolder=subfolder, revision=revision)
+        if "_diffusers_version" in config:
+            embedder = cls.from_state_dict(state, which=which, **diffusers_options(config, state))
+        elif config.get("_class_name") not in {c.__name__ for c in cls.__mro__}:  # this class or one it extends
+            raise ValueError(f"{name_or_path} holds a {config.get('_class_name')}, not a {cls.__name__}")
         else:
-            config["convention"] = Convention(**config["convention"])
-            if sinusoid is not None:
-                config["time_proj"] = SinusoidalEmbedding(
-                    sinusoid["dim"],
-                    config["convention"],
-                    precise=config.get("precise", False),
-                    num_timesteps=sinusoid["num_timesteps"],
-                    pad_odd=sinusoid["pad_odd"],
-                    scale_in_input_dtype=sinusoid["scale_in_input_dtype"],
-                )
-        embedder = cls(config.pop("emb_dim"), **config)
-        load_state_dict_checked(embedder, state, f"{folder}")
-        return embedder
+            try:  # an edited config.json: its error names the file
+                kwargs, extras = embedder_arguments(config)
+                embedder = with_mlp(cls(**kwargs), extras)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{name_or_path}: its config.json does not build a {cls.__name__}: {exc}") from exc
+            load_state_dict_checked(embedder, state, f"{name_or_path}")
+        return embedder.to(device=place, dtype=dtype)
+
+
+def _dtype(torch_dtype) -> torch.dtype | None:
+    if torch_dtype is None:
+        return None
+    dtype = getattr(torch, torch_dtype, None) if isinstance(torch_dtype, str) else torch_dtype
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(
+            f"torch_dtype must be a floating torch dtype (torch.bfloat16 or 'bfloat16'), got {torch_dtype!r}"
+        )
+    return dtype
+
+
+def _device(device) -> torch.device | None:
+    if device is None:
+        return None
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must be a torch device ('cpu', 'cuda:0', torch.device), got {device!r}") from exc

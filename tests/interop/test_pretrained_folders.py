@@ -1,0 +1,72 @@
+"""TimestepEmbedder.from_pretrained on diffusers model folders (written by diffusers' own save_pretrained):
+the config says what the weights do not (a UNet's sinusoid flags, activation, Fourier features; the class
+where two share their keys); subfolder=, torch_dtype=, sharded checkpoints."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from timestep_embed import TimestepEmbedder
+
+from .conftest import build, run
+from .test_layouts import module_output
+
+diffusers = pytest.importorskip("diffusers")
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+# tiny model -> (the module of its main time MLP, timesteps as its pipeline feeds them)
+FOLDERS = {
+    "stable_diffusion": "time_embedding",
+    "ddpm": "time_embedding",  # flip_sin_to_cos=False, freq_shift=1 in its config
+    "unet2d_fourier": "time_embedding",  # GaussianFourierProjection(log=True, [sin | cos])
+    "unet1d": "time_mlp",  # act_fn="mish" in its config
+    "sdxl": "time_embedding",
+    "flux_dev": "time_text_embed.timestep_embedder",
+    "wan": "condition_embedder.time_embedder",
+}
+
+
+@pytest.mark.parametrize("name", list(FOLDERS))
+def test_a_diffusers_folder_loads_through_subfolder(name, tmp_path):
+    model, inputs, t = build(name)
+    model.save_pretrained(tmp_path / "pipeline" / "part")
+    embedder = TimestepEmbedder.from_pretrained(tmp_path / "pipeline", subfolder="part")
+    with torch.no_grad():
+        assert torch.equal(embedder(t), module_output(model, inputs, t, FOLDERS[name]))
+
+
+def test_torch_dtype_and_the_other_mlps(tmp_path):
+    model, inputs, t = build("flux_dev")
+    model.save_pretrained(tmp_path / "flux")
+    guidance = TimestepEmbedder.from_pretrained(tmp_path / "flux", which="guidance")
+    assert torch.equal(guidance.time_embedding.linear_1.weight, model.time_text_embed.guidance_embedder.linear_1.weight)
+    embedder = TimestepEmbedder.from_pretrained(tmp_path / "flux", torch_dtype=torch.bfloat16)
+    model = model.to(torch.bfloat16)
+    inputs = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in inputs.items()}
+    with torch.no_grad():
+        assert torch.equal(embedder(t), module_output(model, inputs, t, "time_text_embed.timestep_embedder"))
+
+
+def test_a_class_that_shares_its_keys_is_told_by_its_config(tmp_path):
+    """SkyReels-V2's weights are Wan's; its sinusoid is float64 (the config's _class_name says so)."""
+    from timestep_embed.interop.tiny import BY_CLASS
+
+    model, inputs, t = build(BY_CLASS["SkyReelsV2Transformer3DModel"])
+    model.save_pretrained(tmp_path / "sky")
+    embedder = TimestepEmbedder.from_pretrained(tmp_path / "sky")
+    assert embedder.time_proj.precise
+    with torch.no_grad():
+        assert torch.equal(embedder(t), module_output(model, inputs, t, "condition_embedder.time_embedder"))
+    loose = TimestepEmbedder.from_state_dict(model.state_dict())  # the weights alone: Wan's float32 sinusoid
+    assert not loose.time_proj.precise
+
+
+def test_a_sharded_checkpoint_loads(tmp_path):
+    model, inputs, t = build("sd3")
+    model.save_pretrained(tmp_path / "sd3", max_shard_size="20KB")
+    assert list((tmp_path / "sd3").glob("*.index.json"))
+    embedder = TimestepEmbedder.from_pretrained(tmp_path / "sd3")
+    with torch.no_grad():
+        assert torch.equal(embedder(t), module_output(model, inputs, t, "time_text_embed.timestep_embedder"))
+    run(model, inputs, t)
