@@ -1,20 +1,17 @@
 """Writing result files: atomically (temp file in the same folder, fsync, rename), with the user's
-umask, and with the versions that wrote them.
+umask, and with the versions that wrote them; file locks; plain ``.npy`` arrays.
 
 A crash at any moment leaves either the old file or the new one, never a torn one; a temp file
-left by a kill is named ``.<name>.<random>.tmp`` beside its target. Pretrained folders
-(`save_pretrained`) hold ``config.json`` (the constructor's arguments, flat, as the Hugging Face
-Hub's ``PyTorchModelHubMixin`` and diffusers write them) and ``model.safetensors``: no pickle anywhere.
+left by a kill is named ``.<name>.<random>.tmp`` beside its target. Weights files are in
+`timestep_embed.weights`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import socket
-import struct
 import tempfile
 from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
@@ -31,9 +28,6 @@ except ImportError:  # pragma: no cover - Windows
     import msvcrt
 
 __all__ = [
-    "PRETRAINED_CONFIG",
-    "PRETRAINED_WEIGHTS",
-    "DIFFUSERS_WEIGHTS",
     "package_version",
     "versions",
     "atomic_write_bytes",
@@ -42,21 +36,7 @@ __all__ = [
     "save_npy",
     "load_npy",
     "save_figure",
-    "safetensors_torch",
-    "CheckpointError",
-    "MAX_HEADER_BYTES",
-    "read_safetensors_header",
-    "load_safetensors",
-    "save_pretrained",
-    "resolve_pretrained",
-    "read_json",
-    "load_pretrained",
-    "push_folder_to_hub",
 ]
-
-PRETRAINED_CONFIG, PRETRAINED_WEIGHTS = "config.json", "model.safetensors"
-DIFFUSERS_WEIGHTS = "diffusion_pytorch_model.safetensors"
-MAX_JSON_BYTES, MAX_JSON_DEPTH = 1 << 20, 32  # a config is small and flat; bigger or deeper is not one
 
 
 def package_version() -> str:
@@ -172,238 +152,3 @@ def save_figure(fig, path: str | os.PathLike, dpi: int | None = None) -> Path:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi)
     return atomic_write_bytes(path, buffer.getvalue())
-
-
-def safetensors_torch():
-    """``safetensors.torch``, or an ImportError with the install hint (an optional dependency)."""
-    try:
-        import safetensors.torch
-    except ImportError as exc:  # optional dependency
-        raise ImportError("weights files need safetensors: pip install 'timestep-embed[train]'") from exc
-    return safetensors.torch
-
-
-class CheckpointError(ValueError):
-    """A weights file is missing, truncated, corrupt or not safetensors; the message names the file."""
-
-
-MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit on the JSON header
-
-
-def _parse_header(path: Path, head: bytes, size: int) -> dict:
-    """The JSON header of a safetensors file from its first bytes ``head`` (8-byte length + JSON), checked
-    against the file's ``size``: every tensor's data inside the file, no trailing bytes."""
-    if size < 8 or len(head) < 8:
-        raise CheckpointError(f"{path}: truncated or not a safetensors file ({size} bytes)")
-    (n,) = struct.unpack("<Q", head[:8])
-    if head[8:9] != b"{":  # a safetensors header is a JSON object right after its 8-byte length
-        raise CheckpointError(f"{path}: not a safetensors file (no JSON header after the first 8 bytes)")
-    if n > MAX_HEADER_BYTES:
-        raise CheckpointError(
-            f"{path}: the header claims {n} bytes; a safetensors header holds at most {MAX_HEADER_BYTES}"
-        )
-    if n > size - 8 or len(head) < 8 + n:
-        raise CheckpointError(f"{path}: truncated: the header claims {n} bytes, only {size - 8} follow")
-    try:
-        header = json.loads(head[8 : 8 + n])
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        why = "nested too deeply" if isinstance(exc, RecursionError) else exc
-        raise CheckpointError(f"{path}: corrupt safetensors header ({why})") from None
-    if not isinstance(header, dict):
-        raise CheckpointError(f"{path}: corrupt safetensors header (not a JSON object)")
-    try:
-        end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
-    except (KeyError, TypeError, IndexError, ValueError) as exc:
-        raise CheckpointError(f"{path}: corrupt safetensors header (a tensor entry without data_offsets)") from exc
-    if 8 + n + end != size:
-        what = "truncated" if 8 + n + end > size else "has trailing bytes"
-        raise CheckpointError(f"{path}: {what}: the header describes {8 + n + end} bytes, the file holds {size}")
-    return header
-
-
-def read_safetensors_header(path: str | os.PathLike) -> dict:
-    """The checked JSON header of a safetensors file (its ``__metadata__`` included), reading only the header."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"weights file not found: {path}")
-    with open(path, "rb") as f:
-        head = f.read(8)
-        n = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
-        head += f.read(min(n, MAX_HEADER_BYTES + 1))
-    return _parse_header(path, head, path.stat().st_size)
-
-
-def load_safetensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """``(tensors, metadata)`` of a safetensors file, on the CPU, after the checks of
-    :func:`read_safetensors_header`. The one reader of every weights file the package loads."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"weights file not found: {path}")
-    data = path.read_bytes()
-    n = struct.unpack("<Q", data[:8])[0] if len(data) >= 8 else 0
-    header = _parse_header(path, data[: 8 + min(n, MAX_HEADER_BYTES + 1)], len(data))
-    try:
-        tensors = safetensors_torch().load(data)
-    except Exception as exc:  # safetensors' SafetensorError is not exported in a stable place
-        raise CheckpointError(f"{path}: corrupt safetensors file ({exc})") from exc
-    return tensors, dict(header.get("__metadata__") or {})
-
-
-def save_pretrained(folder: str | os.PathLike, kind: str, config: dict, state_dict: dict) -> Path:
-    """Write a pretrained folder, each file atomically: ``config.json``, the constructor's arguments as a
-    flat JSON object (what ``huggingface_hub.PyTorchModelHubMixin`` and diffusers read) with
-    ``_class_name`` (``kind``) and ``_timestep_embed`` (the versions that wrote it), and
-    ``model.safetensors`` (the tensors, on the CPU, ``{"format": "pt"}`` in its metadata). Returns the folder."""
-    if not isinstance(kind, str) or not kind:
-        raise ValueError(f"kind must be a class name, got {kind!r}")
-    reserved = sorted(k for k in config if k in ("_class_name", "_timestep_embed"))
-    if reserved:
-        raise ValueError(f"config: {reserved} are written by save_pretrained itself")
-    if not isinstance(folder, (str, os.PathLike)):
-        raise TypeError(f"folder must be a path (str or os.PathLike), got {type(folder).__name__}")
-    folder = Path(folder)
-    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state_dict.items()}
-    weights = safetensors_torch().save(tensors, metadata={"format": "pt"})
-    atomic_write_bytes(folder / PRETRAINED_WEIGHTS, weights)
-    document = {**config, "_class_name": kind, "_timestep_embed": versions()}
-    atomic_write_bytes(folder / PRETRAINED_CONFIG, (json.dumps(document, indent=2) + "\n").encode())
-    return folder
-
-
-def resolve_pretrained(
-    name_or_path: str | os.PathLike, subfolder: str | None = None, revision: str | None = None
-) -> Path:
-    """The local folder of ``name_or_path``: a folder on disk (``subfolder`` inside it), else a Hugging Face
-    Hub repository id, downloaded (config and safetensors files only) through ``huggingface_hub``."""
-    if not isinstance(name_or_path, (str, os.PathLike)):
-        raise TypeError(
-            f"name_or_path must be a folder or a Hub repository id (str), got {type(name_or_path).__name__}"
-        )
-    if subfolder is not None and (
-        not isinstance(subfolder, str) or Path(subfolder).is_absolute() or ".." in Path(subfolder).parts
-    ):
-        raise ValueError(f"subfolder must be a relative folder name inside the repository, got {subfolder!r}")
-    local = Path(name_or_path)
-    if local.is_dir():
-        folder = local / subfolder if subfolder else local
-        if not folder.is_dir():
-            raise FileNotFoundError(
-                f"{local}: no subfolder {subfolder!r} (it has {sorted(p.name for p in local.iterdir())})"
-            )
-        return folder
-    name = os.fspath(name_or_path)
-    if local.exists() or name.count("/") != 1 or name.startswith((".", "/")):
-        raise FileNotFoundError(f"name_or_path {name!r} is neither a folder nor a Hub repository id (owner/name)")
-    try:
-        import huggingface_hub
-    except ImportError as exc:  # optional dependency
-        raise ImportError(
-            f"{name!r} is not a folder here; downloading it from the Hub needs huggingface_hub: "
-            "pip install huggingface_hub"
-        ) from exc
-    patterns = (
-        ["*.json", "*.safetensors"] if subfolder is None else [f"{subfolder}/*.json", f"{subfolder}/*.safetensors"]
-    )
-    try:
-        root = huggingface_hub.snapshot_download(name, revision=revision, allow_patterns=patterns)
-    except Exception as exc:  # offline, unknown repository, gated ...: say which and why
-        raise FileNotFoundError(f"{name!r}: not a local folder, and the Hub download failed ({exc})") from exc
-    return Path(root) / subfolder if subfolder else Path(root)
-
-
-def read_json(path: Path, limit: int = MAX_JSON_BYTES, depth: int = MAX_JSON_DEPTH) -> dict:
-    """A JSON object from ``path``: at most ``limit`` bytes and ``depth`` levels of nesting, else a
-    ValueError naming the file and the limit (a huge or deeply nested file is refused, not parsed)."""
-    size = path.stat().st_size
-    if size > limit:
-        raise ValueError(f"{path}: {size} bytes; a config file is refused above {limit} bytes")
-    text = path.read_bytes()
-    level = deepest = 0
-    in_string = escaped = False
-    for byte in text:  # the nesting, counted before json parses (and recurses into) it
-        if in_string:
-            escaped, in_string = (False, True) if escaped else (byte == 0x5C, byte != 0x22)
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
-            level += 1
-            deepest = max(deepest, level)
-        elif byte in (0x5D, 0x7D):
-            level -= 1
-    if deepest > depth:
-        raise ValueError(f"{path}: nested {deepest} levels deep; a config file is refused above {depth} levels")
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
-
-
-def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
-    """Every tensor of a pretrained folder: ``model.safetensors``, diffusers' ``diffusion_pytorch_model
-    .safetensors``, or the shards an ``*.safetensors.index.json`` lists."""
-    for name in (PRETRAINED_WEIGHTS, DIFFUSERS_WEIGHTS):
-        if (folder / name).is_file():
-            return _load_safetensors(folder / name)
-    for name in (PRETRAINED_WEIGHTS, DIFFUSERS_WEIGHTS):
-        index = folder / f"{name}.index.json"
-        if index.is_file():
-            shards = read_json(index).get("weight_map")
-            if not isinstance(shards, dict):
-                raise ValueError(f"{index}: no weight_map")
-            tensors: dict[str, torch.Tensor] = {}
-            for shard in sorted(set(shards.values())):
-                if not isinstance(shard, str) or Path(shard).name != shard:
-                    raise ValueError(f"{index}: the shard {shard!r} is not a file name in this folder")
-                tensors.update(_load_safetensors(folder / shard))
-            return tensors
-    raise FileNotFoundError(f"{folder}: no {PRETRAINED_WEIGHTS} or {DIFFUSERS_WEIGHTS} (nor a sharded index)")
-
-
-def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    return load_safetensors(path)[0]  # the header checked first (size, offsets), CheckpointError if not
-
-
-def load_pretrained(
-    folder: str | os.PathLike, kind: str | None = None, *, subfolder: str | None = None, revision: str | None = None
-) -> tuple[dict, dict[str, torch.Tensor]]:
-    """``(config, state_dict)`` of a pretrained folder (or Hub repository, see `resolve_pretrained`).
-
-    ``config`` is the flat ``config.json`` (``_class_name`` included). Folders written before the flat
-    format (``{"class": kind, "config": {...}}``) still load: their config is returned flat (a UNet's
-    ``{"model": ..., "run": ...}`` as the model's fields plus ``"run"``). With ``kind``, a folder of another
-    class is refused by name. Raises FileNotFoundError or ValueError naming the folder and what is wrong.
-    """
-    path = resolve_pretrained(folder, subfolder, revision)
-    config_file = path / PRETRAINED_CONFIG
-    if not config_file.is_file():
-        raise FileNotFoundError(f"{path}: not a pretrained folder (missing {PRETRAINED_CONFIG})")
-    config = read_json(config_file)
-    if "class" in config and isinstance(config.get("config"), dict) and "_class_name" not in config:
-        nested = config["config"]
-        flat = {**nested.get("model", {}), "run": nested.get("run")} if "model" in nested else dict(nested)
-        config = {**flat, "_class_name": config["class"]}
-    found = config.get("_class_name")
-    if kind is not None and found != kind:
-        what = f"a diffusers {found}" if "_diffusers_version" in config else f"a {found}"
-        raise ValueError(f"{path} holds {what}, not a {kind}")
-    return config, _read_weights(path)
-
-
-def push_folder_to_hub(folder: str | os.PathLike, repo_id: str, *, private: bool | None = None, token=None) -> str:
-    """Upload a pretrained folder to the Hugging Face Hub repository ``repo_id`` (created if missing), through
-    ``huggingface_hub``; returns the commit's URL."""
-    if not isinstance(repo_id, str) or repo_id.count("/") != 1:
-        raise ValueError(f"repo_id must be 'owner/name', got {repo_id!r}")
-    try:
-        import huggingface_hub
-    except ImportError as exc:  # optional dependency
-        raise ImportError("push_to_hub needs huggingface_hub: pip install huggingface_hub") from exc
-    api = huggingface_hub.HfApi(token=token)
-    api.create_repo(repo_id, private=private, exist_ok=True)
-    commit = api.upload_folder(
-        repo_id=repo_id, folder_path=os.fspath(folder), commit_message="Upload with timestep-embed"
-    )
-    return str(getattr(commit, "commit_url", commit))

@@ -12,7 +12,7 @@ Nothing is ever unpickled: a checkpoint cannot carry code. ``RUN/checkpoint.safe
 Restoring all of it (:func:`load_training_state`) makes ``--resume`` continue bit-exactly (with a
 step budget, on the CPU). Writes are atomic (``timestep_embed.files.atomic_write_bytes``): a crash at
 any moment leaves the old file or the new one. Every read goes through the one strict reader,
-``timestep_embed.files.load_safetensors``, which refuses truncated, padded or non-safetensors files
+``timestep_embed.weights.load_safetensors``, which refuses truncated, padded or non-safetensors files
 with a :class:`CheckpointError` naming the file.
 """
 
@@ -26,8 +26,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..files import CheckpointError, atomic_write_bytes, load_safetensors, read_safetensors_header, safetensors_torch
+from ..files import atomic_write_bytes
 from ..files import versions as package_versions
+from ..weights import CheckpointError, load_safetensors, read_safetensors_header, safetensors_torch
 
 __all__ = [
     "CheckpointError",

@@ -16,7 +16,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..files import PRETRAINED_CONFIG, load_pretrained, save_npy
+from ..files import save_npy
+from ..weights import PRETRAINED_CONFIG, load_pretrained
 from .checkpoint import RUN_CHECKPOINT, CheckpointError, load_checkpoint, read_metadata, strip_prefix
 from .config import RunConfig, stored_config
 from .diffusion import schedule_from_config

@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..files import load_pretrained, save_pretrained
 from ..nn import TimestepEmbedder, load_state_dict_checked
+from ..weights import load_pretrained, save_pretrained
 from .schema import ConfigError, check_section, from_dict, to_dict
 
 __all__ = [

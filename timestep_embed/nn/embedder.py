@@ -17,9 +17,9 @@ from torch import nn
 
 from ..checks import check_int
 from ..conventions import Convention
-from ..files import load_pretrained, push_folder_to_hub, save_pretrained
 from ..guards import TimestepsLike, as_tensor
 from ..sinusoidal import distinct_values
+from ..weights import load_pretrained, push_folder_to_hub, save_pretrained
 from .checkpoints import find_time_paths, load_state_dict_checked, match_state_dict
 from .mlp import TimestepMLP
 from .porting import time_path_modules
