@@ -1,6 +1,6 @@
 """Named conventions of the sinusoid: the presets real codebases use, diffusers' flags, column permutations.
 
-A :class:`Convention` fixes everything about the sinusoid but its width: how the sin/cos columns
+A [`Convention`][timestep_embed.Convention] fixes everything about the sinusoid but its width: how the sin/cos columns
 are arranged (``layout``, ``first``), the frequency grid (``freq_shift``, ``max_period``) and the
 argument's multiplier ``scale`` and an output ``gain``. With ``h = dim // 2`` and ``k = 0 .. h-1``:
 ``w_k = max_period ** (-k / (h - freq_shift))`` and the columns hold ``gain * sin(scale * t * w_k)``
@@ -107,7 +107,7 @@ PRESETS.update(ldm=PRESETS["adm"], dit=PRESETS["adm"], diffusers_unet=PRESETS["a
 
 
 def get_convention(name: str) -> Convention:
-    """The preset called ``name`` (see :data:`PRESETS`)."""
+    """The preset called ``name`` (see `PRESETS`)."""
     if not isinstance(name, str) or name not in PRESETS:
         raise ValueError(f"convention must be one of {sorted(PRESETS)} or a Convention, got {name!r}")
     return PRESETS[name]

@@ -113,7 +113,7 @@ def _lock(fd: int) -> None:
 
 @contextlib.contextmanager
 def hold(lock: Path, what: str) -> Iterator[None]:
-    """Hold an exclusive lock on the file ``lock`` for the ``with`` block, or raise :class:`Busy`
+    """Hold an exclusive lock on the file ``lock`` for the ``with`` block, or raise [`Busy`][timestep_embed.ddpm.Busy]
     naming ``what`` and the process that holds it. The lock file is left in place."""
     lock.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)  # the umask applies
@@ -132,7 +132,7 @@ def hold(lock: Path, what: str) -> Iterator[None]:
 
 def save_npy(path: str | os.PathLike, array, *, exclusive: bool = False) -> Path:
     """``np.save`` of ``array`` to ``path`` (exactly that name), atomically (``exclusive``: as in
-    :func:`atomic_write_bytes`)."""
+    [`atomic_write_bytes`][timestep_embed.files.atomic_write_bytes])."""
     buffer = io.BytesIO()
     np.save(buffer, np.asarray(array), allow_pickle=False)
     return atomic_write_bytes(path, buffer.getvalue(), exclusive=exclusive)

@@ -6,7 +6,7 @@ SD3 (diffusers ``get_2d_sincos_pos_embed``), CogVideoX (``get_3d_sincos_pos_embe
 argument here: which coordinate comes first, how coordinates are scaled (diffusers divides by
 ``size / base_size`` and an interpolation scale), and how the blocks are grouped (per axis
 ``[sin x | cos x | sin y | cos y]`` or per function ``[sin x | sin y | cos x | cos y]``, timm's default).
-The 1-D sinusoid is :func:`~timestep_embed.sinusoidal.sinusoidal_embedding` of the ``"mae"`` preset
+The 1-D sinusoid is [`sinusoidal_embedding`][timestep_embed.sinusoidal_embedding] of the ``"mae"`` preset
 (``[sin | cos]``, shift 0), in float64 by default as diffusers computes these tables.
 """
 

@@ -1,9 +1,9 @@
 """The guards of the sinusoidal core: clear errors that name the argument, the value and what is
 accepted, and the warning for timesteps that arrive already rounded to float16/bfloat16.
 
-:func:`check_options` guards what the options alone can break (width, frequencies, gain) and runs
-in every mode; :func:`check_timesteps` reads the timesteps' values, so it runs eagerly only
-(:func:`graph_mode` says when not).
+[`check_options`][timestep_embed.guards.check_options] guards what the options alone can break (width, frequencies,
+gain) and runs in every mode; [`check_timesteps`][timestep_embed.guards.check_timesteps] reads the timesteps' values, so
+it runs eagerly only ([`graph_mode`][timestep_embed.guards.graph_mode] says when not).
 """
 
 from __future__ import annotations
@@ -99,8 +99,9 @@ _remembered_options = lru_cache(maxsize=256, typed=True)(check_options)
 
 
 def options_bound(dim, conv: Convention, dtype: torch.dtype = torch.float32, precise: bool = False) -> float:
-    """:func:`check_options`, remembered per set of arguments (the core checks its options on every
-    call; this makes a repeated call ~0.7 us instead of ~5). Unhashable arguments are checked afresh."""
+    """[`check_options`][timestep_embed.guards.check_options], remembered per set of arguments (the core checks its
+    options on every call; this makes a repeated call ~0.7 us instead of ~5). Unhashable arguments are checked
+    afresh."""
     try:
         return _remembered_options(dim, conv, dtype, precise)
     except TypeError:  # an unhashable argument (a list): check_options names it
@@ -170,9 +171,11 @@ def check_timesteps(
     """``(low, high)``, the min and max of the real tensor ``t`` (None when empty), after the eager guards.
 
     Raises ValueError for NaN/inf, and for finite values whose phase ``t * w_k * scale`` overflows the
-    compute dtype (float32, float64 when ``precise``; ``max_frequency`` from :func:`check_options`) or,
-    with ``scale_in_input_dtype``, whose ``scale * t`` overflows ``t``'s own dtype (float16 ends at
-    65504); warns (:class:`LowPrecisionTimestepWarning`) about float16/bfloat16 timesteps that look rounded.
+    compute dtype (float32, float64 when ``precise``; ``max_frequency`` from
+    [`check_options`][timestep_embed.guards.check_options]) or, with ``scale_in_input_dtype``, whose ``scale * t``
+    overflows ``t``'s own dtype (float16 ends at 65504); warns
+    ([`LowPrecisionTimestepWarning`][timestep_embed.LowPrecisionTimestepWarning]) about float16/bfloat16 timesteps that
+    look rounded.
     """
     if t.numel() == 0:
         return None

@@ -1,5 +1,5 @@
 """Progress of long work, fit for where it is shown: a tqdm bar on a terminal, and one plain line at
-most every :data:`LOG_EVERY_S` seconds when stderr goes to a file or a pipe (a log keeps lines, not
+most every `LOG_EVERY_S` seconds when stderr goes to a file or a pipe (a log keeps lines, not
 thousands of carriage-return redraws).
 
 ``progress(total, "train", unit="step")`` returns an object with tqdm's ``update``, ``set_postfix``
@@ -19,7 +19,7 @@ LOG_EVERY_S = 30.0
 
 class LogProgress:
     """tqdm's interface as plain lines on stderr: ``desc: n/total unit (p%), k=v ...`` at most every
-    ``every`` seconds, and once more at :meth:`close` (nothing at all when ``enabled`` is False)."""
+    ``every`` seconds, and once more at `close` (nothing at all when ``enabled`` is False)."""
 
     def __init__(self, total=None, desc: str = "", unit: str = "it", initial: float = 0, *, enabled=True, every=None):
         self.total, self.desc, self.unit, self.n = total, desc, unit, initial
@@ -49,7 +49,8 @@ class LogProgress:
 
 
 def progress(total=None, desc: str = "", unit: str = "it", *, initial: float = 0, enabled: bool = True, **bar):
-    """A tqdm bar when stderr is a terminal (``bar``: more tqdm options), else a :class:`LogProgress`."""
+    """A tqdm bar when stderr is a terminal (``bar``: more tqdm options), else a
+    [`LogProgress`][timestep_embed.progress.LogProgress]."""
     if enabled and sys.stderr.isatty():
         try:
             from tqdm.auto import tqdm  # optional dependency (the train extra)

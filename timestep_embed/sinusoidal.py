@@ -3,10 +3,10 @@
 With ``h = dim // 2`` and ``k = 0 .. h-1`` the frequencies are
 ``w_k = max_period ** (-k / (h - freq_shift))``; the embedding of ``t`` holds
 ``gain * sin(scale * t * w_k)`` and ``gain * cos(scale * t * w_k)``, arranged by the
-:class:`Convention` (``[cos | sin]`` halves for the default ``"adm"``); an odd ``dim`` ends with a
+[`Convention`][timestep_embed.Convention] (``[cos | sin]`` halves for the default ``"adm"``); an odd ``dim`` ends with a
 zero column (``pad_odd=False``: ``2 * (dim // 2)`` columns, as lucidrains and EDM).
 
-Compute paths, all in :func:`sinusoidal_embedding`:
+Compute paths, all in [`sinusoidal_embedding`][timestep_embed.sinusoidal_embedding]:
 
 1. **float32**: exactly the operations of diffusers' ``get_timestep_embedding`` (float32
    frequencies ``exp(-ln(max_period) * arange(h) / (h - freq_shift))``, ``t[:, None].float() * w``,
@@ -23,8 +23,8 @@ Compute paths, all in :func:`sinusoidal_embedding`:
 A large eager output is written by row blocks of path 1 or 2 into the output: the temporaries (phase,
 sin, cos) exist for one block at a time, the bits are the same (elementwise operations again).
 
-Every call checks its options (:func:`~timestep_embed.guards.check_options`); eager calls also check
-the values (:func:`~timestep_embed.guards.check_timesteps`). Under ``torch.jit.trace``,
+Every call checks its options ([`check_options`][timestep_embed.guards.check_options]); eager calls also check
+the values ([`check_timesteps`][timestep_embed.guards.check_timesteps]). Under ``torch.jit.trace``,
 ``torch.compile``, ``torch.export``, on meta and fake tensors (``guards.graph_mode``), paths 1 and 2
 run as they are, with no data-dependent branch and no value check, exactly like diffusers' function;
 inputs that require grad are checked but always take path 1 or 2, so d/dt is diffusers' d/dt.
@@ -77,8 +77,8 @@ _frequency_cache: dict[tuple, torch.Tensor] = {}
 
 
 def _cached_frequencies(half: int, freq_shift: float, max_period: float, dtype: torch.dtype, device) -> torch.Tensor:
-    """:func:`_frequencies`, kept per (grid, dtype, device). Built outside inference mode and kept only
-    when :func:`~timestep_embed.guards.cacheable`: a tensor made under ``torch.inference_mode()`` would
+    """`_frequencies`, kept per (grid, dtype, device). Built outside inference mode and kept only
+    when [`cacheable`][timestep_embed.guards.cacheable]: a tensor made under ``torch.inference_mode()`` would
     break every later d/dt, one made under a fake-tensor mode every later eager call."""
     key = (half, freq_shift, max_period, dtype, device)
     freqs = _frequency_cache.get(key)
@@ -161,7 +161,7 @@ def distinct_values(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None
     and at most half as many distinct values; None otherwise, and in graph mode.
 
     The one reuse mechanism of the package: the core embeds ``values`` and gathers; the
-    :class:`~timestep_embed.nn.TimestepEmbedder` runs the sinusoid and the MLP on them (per-token
+    [`TimestepEmbedder`][timestep_embed.TimestepEmbedder] runs the sinusoid and the MLP on them (per-token
     timesteps ``[B, tokens]``).
     """
     if not isinstance(t, torch.Tensor):
@@ -219,7 +219,7 @@ def sinusoidal_embedding(
         dim: embedding width; an odd width gets a zero last column.
         convention: a preset name (``"adm"`` default: ``[cos | sin]``, shift 0, the convention of
             ADM, Stable Diffusion, DiT and diffusers' UNets; ``"ddpm"``, ``"vaswani"``, ``"edm"``, ...)
-            or a :class:`Convention`. The keyword options below override single fields of it.
+            or a [`Convention`][timestep_embed.Convention]. The keyword options below override single fields of it.
         layout: ``"concat"`` (two halves) or ``"interleaved"`` (pairs).
         first: ``"sin"`` or ``"cos"``: the function of the first half / the even columns.
         freq_shift: diffusers' ``downscale_freq_shift``: ``w_k = max_period ** (-k / (h - shift))``.
@@ -257,7 +257,8 @@ def sinusoidal_embedding(
 def sinusoidal_embedding_np(
     timesteps: TimestepsLike, dim: int, convention: str | Convention = "adm", **options
 ) -> np.ndarray:
-    """Float64 numpy reference of :func:`sinusoidal_embedding` (same conventions), ``[..., dim]``.
+    """Float64 numpy reference of [`sinusoidal_embedding`][timestep_embed.sinusoidal_embedding] (same conventions),
+    ``[..., dim]``.
 
     Written independently of the torch path: plain numpy, concatenation then reordering.
     """
@@ -284,7 +285,7 @@ def get_timestep_embedding(
     """diffusers' ``get_timestep_embedding``: the same signature, defaults and numbers (``torch.equal``).
 
     Beyond diffusers: any batch shape ``[...] -> [..., embedding_dim]`` (diffusers asserts 1-D),
-    and the eager guards of :func:`sinusoidal_embedding`.
+    and the eager guards of [`sinusoidal_embedding`][timestep_embed.sinusoidal_embedding].
     """
     check_int(embedding_dim, "embedding_dim")
     flags = (flip_sin_to_cos, downscale_freq_shift, scale, max_period)

@@ -100,7 +100,8 @@ def read_safetensors_header(path: str | os.PathLike) -> dict:
 
 def load_safetensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """``(tensors, metadata)`` of a safetensors file, on the CPU, after the checks of
-    :func:`read_safetensors_header`. The one reader of every weights file the package loads."""
+    [`read_safetensors_header`][timestep_embed.weights.read_safetensors_header]. The one reader of every weights file
+    the package loads."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"weights file not found: {path}")

@@ -1,7 +1,8 @@
 """Frequency coverage: which columns of the sinusoid barely move, or alias, over the range of values fed.
 
 A sinusoid built for integer indices 0..999 (max_period 10000) fed t in [0, 1] raw leaves almost
-every column constant; :func:`frequency_coverage` says so and recommends a scale.
+every column constant; [`frequency_coverage`][timestep_embed.analysis.frequency_coverage] says so and recommends a
+scale.
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ def frequency_coverage(
     """Which frequencies barely move (< ``fraction`` of a cycle) or alias over ``t_range``.
 
     ``step``: spacing of the fed values (default: 1000 steps across the range, DDPM's T).
-    Warns (:class:`CoverageWarning`) when more than ``max_slow_share`` of the frequencies are slow
-    or any aliases, e.g. for t in [0, 1] fed raw with max_period 10000 (``scale=1000`` fixes it).
+    Warns ([`CoverageWarning`][timestep_embed.analysis.CoverageWarning]) when more than ``max_slow_share`` of the
+    frequencies are slow or any aliases, e.g. for t in [0, 1] fed raw with max_period 10000 (``scale=1000`` fixes it).
     """
     ends = positions_array(t_range, "t_range").reshape(-1)
     if ends.size != 2 or not ends[1] > ends[0]:

@@ -1,12 +1,12 @@
 """Which convention produced these embeddings?
 
-:func:`detect_convention` takes an ``[N, dim]`` matrix of embeddings at known timesteps (dumped
-from any codebase) or a callable, and searches (1) a grid of the conventions codebases use,
+[`detect_convention`][timestep_embed.detect_convention] takes an ``[N, dim]`` matrix of embeddings at known timesteps
+(dumped from any codebase) or a callable, and searches (1) a grid of the conventions codebases use,
 with timesteps optionally rounded to bfloat16/float16 first, then (2) a continuous fit of
 ``scale`` and the frequency decay (``max_period``) for every layout/order. It reports the best
 candidate, its max abs residual, and says plainly when nothing matches.
 
-:func:`~timestep_embed.analysis.diff_report.diff_report` compares two implementations and names the
+[`diff_report`][timestep_embed.diff_report] compares two implementations and names the
 likely cause. CLI: ``timestep-embed detect EMB.npy --timesteps (T.npy | start:stop[:step])``.
 """
 
@@ -40,7 +40,7 @@ _PRESET_ORDER = ("vaswani", "ddpm", "adm", "mae", "edm", "edm_song", "ldm", "dit
 
 @dataclass
 class Detection:
-    """Result of :func:`detect_convention`.
+    """Result of [`detect_convention`][timestep_embed.detect_convention].
 
     ``convention`` is the best candidate even when ``matched`` is False; ``residual`` its max abs
     difference to the data; ``rounding`` names the dtype the timesteps were rounded to before
@@ -190,7 +190,7 @@ def detect_convention(source, timesteps=None, *, tol: float = 1e-3) -> Detection
 
     Args:
         source: ``[N, dim]`` array/tensor of embeddings (a memory map too: at most 2048 rows spread
-            over it are read, see :mod:`timestep_embed.analysis.dump`), or a callable
+            over it are read, see `timestep_embed.analysis.dump`), or a callable
             ``t [n] -> [n, dim]`` (called with float32 timesteps, or int64 if floats raise).
         timesteps: the ``[N]`` timesteps of the rows (default for a callable: 0..999).
         tol: max abs residual that counts as a match, plus the float32 argument error
@@ -198,7 +198,7 @@ def detect_convention(source, timesteps=None, *, tol: float = 1e-3) -> Detection
             float64 by that) and the machine epsilon of the dump (bfloat16 dumps: 2 ** -7).
 
     Returns:
-        :class:`Detection`. ``freq_shift`` and ``max_period`` are only jointly identifiable
+        [`Detection`][timestep_embed.Detection]. ``freq_shift`` and ``max_period`` are only jointly identifiable
         (``ln(max_period) / (h - freq_shift)``); the grid prefers max_period 10000.
     """
     tol = check_real(tol, "tol", positive=True)

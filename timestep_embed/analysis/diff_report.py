@@ -89,7 +89,8 @@ def diff_report(impl_a, impl_b, timesteps, dim: int, *, tol: float = 1e-4) -> Di
 
     Args:
         impl_a: a callable taking a float32 tensor of timesteps, or a preset name /
-            :class:`Convention` (evaluated with :func:`sinusoidal_embedding` at ``dim``).
+            [`Convention`][timestep_embed.Convention] (evaluated with
+            [`sinusoidal_embedding`][timestep_embed.sinusoidal_embedding] at ``dim``).
         impl_b: the other implementation, in the same forms.
         timesteps: the grid, e.g. ``torch.arange(1000)``; values not exact in bfloat16 are
             needed to tell rounded timesteps apart.

@@ -1,8 +1,8 @@
 """What the convention detector reads: a dump of embeddings with its timesteps, or a callable.
 
-Of a dump it reads at most :data:`MAX_ROWS` rows spread over the data, so a large (memory-mapped)
+Of a dump it reads at most `MAX_ROWS` rows spread over the data, so a large (memory-mapped)
 array costs no more than a small one; what it refuses, it refuses before reading: a timestep
-range of more than :data:`MAX_TIMESTEPS` values, a width of more than :data:`MAX_DIM` columns.
+range of more than `MAX_TIMESTEPS` values, a width of more than `MAX_DIM` columns.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ MAX_DIM = 1 << 16  # the grid search holds [1024, dim / 2] float64 phases per ca
 
 
 def check_size(rows: int | None = None, dim: int | None = None) -> None:
-    """ValueError when a timestep range holds more than :data:`MAX_TIMESTEPS` values or a dump is
-    wider than :data:`MAX_DIM` columns."""
+    """ValueError when a timestep range holds more than `MAX_TIMESTEPS` values or a dump is
+    wider than `MAX_DIM` columns."""
     if rows is not None and rows > MAX_TIMESTEPS:
         raise ValueError(
             f"timesteps: {rows:,} values is more than the detector takes ({MAX_TIMESTEPS:,}); it reads "
@@ -35,7 +35,7 @@ def check_size(rows: int | None = None, dim: int | None = None) -> None:
 
 def timestep_range(start: float, stop: float, step: float = 1.0) -> np.ndarray:
     """``numpy.arange(start, stop, step)`` in float64 (the CLI's ``--timesteps start:stop[:step]``),
-    after :func:`check_size` of its length: ``0:1e12`` is refused before any memory is taken."""
+    after `check_size` of its length: ``0:1e12`` is refused before any memory is taken."""
     start, stop, step = check_real(start, "start"), check_real(stop, "stop"), check_real(step, "step")
     if step == 0:
         raise ValueError("step must be non-zero")

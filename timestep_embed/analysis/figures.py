@@ -1,6 +1,6 @@
 """Figures that show the sinusoid's properties: ``timestep-embed figures --out DIR [--checkpoint RUN]``.
 
-Every figure is drawn from the core and :mod:`timestep_embed.analysis` (nothing re-derived here)
+Every figure is drawn from the core and `timestep_embed.analysis` (nothing re-derived here)
 with matplotlib's Agg canvas (no display, no pyplot state) and saved as PNG. Positions are integer
 indices ``0 .. positions - 1``; the default convention is ``"adm"`` (what the UNet's embedder uses).
 """
@@ -190,7 +190,7 @@ def make_figures(
     names=None,
     embedder_title: str | None = None,
 ) -> list[Path]:
-    """Write the figures ``names`` (default: all of :data:`FIGURES` and ``"time_mlp"``) as
+    """Write the figures ``names`` (default: all of `FIGURES` and ``"time_mlp"``) as
     ``out_dir/<name>.png``; ``time_mlp`` is drawn only when an ``embedder`` module is given (with
     ``embedder_title`` in its heading). Returns the paths written."""
     check_int(positions, "positions", 300), check_int(dpi, "dpi"), check_int(dim, "dim")

@@ -13,7 +13,7 @@ Each scheme maps integer positions ``p [N]`` of a sequence of ``length`` positio
   nor shiftable by a fixed linear map (carries), and its width depends on the length;
 * ``sinusoid``: the real thing, 128 dims, ADM convention, for reference.
 
-The sinusoidal schemes are slices of :func:`~timestep_embed.sinusoidal.sinusoidal_embedding_np`
+The sinusoidal schemes are slices of [`sinusoidal_embedding_np`][timestep_embed.sinusoidal_embedding_np]
 (interleaved, max_period 10000: dim 2 is the frequency 1, dim 4 adds 1/100). Run
 ``python -m timestep_embed.analysis.naive`` to print the table.
 """
@@ -144,7 +144,8 @@ def scheme_properties(name: str, n_positions: int = 1000, tol: float = 1e-4, tol
 
 
 def naive_scheme_table(n_positions: int = 1000, tol: float = 1e-4) -> list[dict]:
-    """:func:`scheme_properties` for every scheme in :data:`NAIVE_SCHEMES`, in order."""
+    """[`scheme_properties`][timestep_embed.analysis.naive.scheme_properties] for every scheme in `NAIVE_SCHEMES`, in
+    order."""
     return [scheme_properties(name, n_positions, tol) for name in NAIVE_SCHEMES]
 
 

@@ -1,6 +1,6 @@
 """The theory of the sinusoidal embedding, checked on real numbers.
 
-With ``h = dim // 2``, frequencies ``w_k`` (:func:`~timestep_embed.sinusoidal.frequencies_np`) and
+With ``h = dim // 2``, frequencies ``w_k`` ([`frequencies_np`][timestep_embed.frequencies_np]) and
 the convention's ``scale`` s, every convention holds the pairs ``sin(s p w_k), cos(s p w_k)``, so
 
 * bounds: every entry lies in [-1, 1] and ``|PE(p)| = sqrt(h)`` for every p;
@@ -14,7 +14,7 @@ the convention's ``scale`` s, every convention holds the pairs ``sin(s p w_k), c
 Everything is float64 numpy. ``precision="float32"`` evaluates the embedding with the torch path
 exactly as diffusers does (float32 phases) and ``"float32_precise"`` with float64 phases rounded once,
 to show what float32 costs. Positions are arrays of any shape ``[...]``; embeddings are ``[..., dim]``.
-:func:`uniqueness` takes any embedding matrix ``[N, d]``, so the naive schemes reuse it.
+[`uniqueness`][timestep_embed.analysis.uniqueness] takes any embedding matrix ``[N, d]``, so the naive schemes reuse it.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ def positions_array(values, name: str) -> np.ndarray:
 def embed(positions, dim: int, convention: str | Convention = "adm", *, precision: str = "float64") -> np.ndarray:
     """The embedding ``[..., dim]`` of ``positions [...]`` computed at ``precision``, as float64.
 
-    ``"float64"``: the numpy reference; ``"float32"``: :func:`sinusoidal_embedding` (diffusers'
-    float32 arithmetic); ``"float32_precise"``: the same with ``precise=True``.
+    ``"float64"``: the numpy reference; ``"float32"``: [`sinusoidal_embedding`][timestep_embed.sinusoidal_embedding]
+    (diffusers' float32 arithmetic); ``"float32_precise"``: the same with ``precise=True``.
     """
     p = positions_array(positions, "positions")
     conv = resolve_convention(convention)
@@ -167,9 +167,10 @@ def uniqueness(embeddings, positions=None, tol: float = 1e-3, *, max_rows: int =
 def position_uniqueness(
     n_positions: int, dim: int, convention: str | Convention = "adm", tol: float = 1e-3
 ) -> Uniqueness:
-    """:func:`uniqueness` of the positions ``0 .. n_positions - 1`` of a sinusoid in O(N h), not O(N^2 h):
-    the distance of two positions depends on their offset only (:func:`distance_by_offset`), so the
-    closest pair and the first collision are ``(0, d)`` for the smallest such offset d."""
+    """[`uniqueness`][timestep_embed.analysis.uniqueness] of the positions ``0 .. n_positions - 1`` of a sinusoid in O(N
+    h), not O(N^2 h): the distance of two positions depends on their offset only
+    ([`distance_by_offset`][timestep_embed.analysis.distance_by_offset]), so the closest pair and the first collision
+    are ``(0, d)`` for the smallest such offset d."""
     check_int(n_positions, "n_positions", 2)
     tol = check_real(tol, "tol", minimum=0)
     dist = np.concatenate(
@@ -213,7 +214,7 @@ def relative_identity(
 def relative_identity_error(
     p, q, dim: int, convention: str | Convention = "adm", *, precision: str = "float64"
 ) -> float:
-    """Max |lhs - rhs| of :func:`relative_identity` over the broadcast p, q."""
+    """Max |lhs - rhs| of [`relative_identity`][timestep_embed.analysis.relative_identity] over the broadcast p, q."""
     lhs, rhs = relative_identity(p, q, dim, convention, precision=precision)
     return float(np.max(np.abs(lhs - rhs)))
 

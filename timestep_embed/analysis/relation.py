@@ -2,8 +2,8 @@
 
 The bugs ports make before the sinusoid are maps of the timestep: sigma passed where sigma * 1000 is
 expected (or multiplied by 1000 twice), ``1 - t`` where ``t`` is expected, ``ln(sigma) / 4`` against
-sigma, and rounding to bfloat16/float16 (999 -> 1000). :func:`relate` names the map that takes the
-reference values to the candidate values, if one of these does.
+sigma, and rounding to bfloat16/float16 (999 -> 1000). [`relate`][timestep_embed.analysis.relation.relate] names the map
+that takes the reference values to the candidate values, if one of these does.
 """
 
 from __future__ import annotations

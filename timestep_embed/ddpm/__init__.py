@@ -2,7 +2,7 @@
 checkpoints, the training loop, sampling, the evaluator and the run's plots.
 
 Nothing outside this package (and the CLI) imports it: the library works without it. Its public names
-are re-exported here, so code that uses it does not depend on the file layout::
+are re-exported here, so code that uses it does not depend on the file layout:
 
     from timestep_embed.ddpm import RunConfig, run_training, load_model, generate, score
 """

@@ -3,17 +3,18 @@
 Nothing is ever unpickled: a checkpoint cannot carry code. ``RUN/checkpoint.safetensors`` holds
 
 * tensors ``model.*`` (the raw weights), ``ema.*`` (the EMA weights: what sampling uses),
-  ``optim.state.<param>.<name>`` (AdamW's moments and step, see :func:`flatten_optimizer_state`),
-  ``rng.generator`` (the generator behind batches, t and noise) and ``rng.torch`` (the global RNG);
+  ``optim.state.<param>.<name>`` (AdamW's moments and step, see
+  [`flatten_optimizer_state`][timestep_embed.ddpm.checkpoint.flatten_optimizer_state]), ``rng.generator`` (the generator
+  behind batches, t and noise) and ``rng.torch`` (the global RNG);
 * metadata: one JSON document under the header key ``timestep_embed``: ``{"config": <RunConfig as a
   dict>, "step", "elapsed_s", "optimizer": <param groups and non-tensor state>, "generator_device",
   "versions"}``.
 
-Restoring all of it (:func:`load_training_state`) makes ``--resume`` continue bit-exactly (with a
-step budget, on the CPU). Writes are atomic (``timestep_embed.files.atomic_write_bytes``): a crash at
-any moment leaves the old file or the new one. Every read goes through the one strict reader,
+Restoring all of it ([`load_training_state`][timestep_embed.ddpm.checkpoint.load_training_state]) makes ``--resume``
+continue bit-exactly (with a step budget, on the CPU). Writes are atomic (``timestep_embed.files.atomic_write_bytes``):
+a crash at any moment leaves the old file or the new one. Every read goes through the one strict reader,
 ``timestep_embed.weights.load_safetensors``, which refuses truncated, padded or non-safetensors files
-with a :class:`CheckpointError` naming the file.
+with a [`CheckpointError`][timestep_embed.ddpm.CheckpointError] naming the file.
 """
 
 from __future__ import annotations
@@ -80,8 +81,9 @@ def read_metadata(path: str | os.PathLike) -> dict:
 def load_checkpoint(
     path: str | os.PathLike, device: str | torch.device = "cpu"
 ) -> tuple[dict[str, torch.Tensor], dict]:
-    """``(tensors, metadata)`` of a file written by :func:`save_checkpoint` (any safetensors file works;
-    its metadata is then ``{}``). Raises :class:`CheckpointError` naming the file."""
+    """``(tensors, metadata)`` of a file written by [`save_checkpoint`][timestep_embed.ddpm.checkpoint.save_checkpoint]
+    (any safetensors file works; its metadata is then ``{}``). Raises
+    [`CheckpointError`][timestep_embed.ddpm.CheckpointError] naming the file."""
     tensors, header_metadata = load_safetensors(path)
     if str(device) != "cpu":
         tensors = {k: v.to(device) for k, v in tensors.items()}
@@ -123,7 +125,8 @@ def flatten_optimizer_state(state_dict: dict, prefix: str = "optim.") -> tuple[d
 
 
 def unflatten_optimizer_state(tensors: dict[str, torch.Tensor], meta: dict, prefix: str = "optim.") -> dict:
-    """Inverse of :func:`flatten_optimizer_state`: a dict for ``optimizer.load_state_dict``."""
+    """Inverse of [`flatten_optimizer_state`][timestep_embed.ddpm.checkpoint.flatten_optimizer_state]: a dict for
+    ``optimizer.load_state_dict``."""
     state: dict[int, dict[str, Any]] = {int(pid): {} for pid in meta["param_ids"]}
     for key, value in tensors.items():
         if key.startswith(prefix + "state."):
@@ -173,8 +176,8 @@ def load_training_state(
     optimizer: torch.optim.Optimizer,
     generator: torch.Generator,
 ) -> tuple[int, float]:
-    """Restore what :func:`save_training_state` wrote into these objects; returns (step, elapsed seconds).
-    The optimizer's tensors follow its parameters' device."""
+    """Restore what [`save_training_state`][timestep_embed.ddpm.checkpoint.save_training_state] wrote into these
+    objects; returns (step, elapsed seconds). The optimizer's tensors follow its parameters' device."""
     tensors, meta = load_checkpoint(path)
     try:
         model.load_state_dict(strip_prefix(tensors, "model."))

@@ -4,13 +4,13 @@ A small CNN (3 conv blocks, a 128-d penultimate layer whose features the Frechet
 trained with shift augmentation and outlier exposure (pixel noise -> uniform prediction) so that
 noise gets confidence ~0.1, not ~1.0.
 
-The default classifier on the built-in digits is the file :data:`SHIPPED` (made by
+The default classifier on the built-in digits is the file `SHIPPED` (made by
 ``scripts/make_evaluator.py`` on one CPU thread, weights stored in float16, its digest
-:data:`SHIPPED_SHA256` checked at every load): the same samples get the same scores on every machine.
+`SHIPPED_SHA256` checked at every load): the same samples get the same scores on every machine.
 Other settings (a ``ClassifierConfig`` of your own, or full MNIST from IDX files) are trained on first
 use, seeded, and cached as safetensors under ``$TIMESTEP_EMBED_CACHE`` (default
 ``~/.cache/timestep_embed/``); the cache key hashes the training data, the hyperparameters and
-:data:`CLASSIFIER_VERSION`. Scoring runs on the CPU on one thread, so its arithmetic is the same
+`CLASSIFIER_VERSION`. Scoring runs on the CPU on one thread, so its arithmetic is the same
 whatever the machine's thread count.
 """
 
@@ -223,7 +223,7 @@ def load_classifier(
 
 
 def shipped_classifier() -> tuple[MnistClassifier, dict]:
-    """The shipped classifier (:data:`SHIPPED`) in float32, after checking its weights' digest."""
+    """The shipped classifier (`SHIPPED`) in float32, after checking its weights' digest."""
     tensors, info = load_checkpoint(SHIPPED)
     if weights_digest(tensors) != SHIPPED_SHA256:
         raise CheckpointError(f"{SHIPPED}: its weights are not the shipped evaluator's; reinstall timestep-embed")

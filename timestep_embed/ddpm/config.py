@@ -1,11 +1,11 @@
-"""A run's config: every section as a dataclass, and :class:`RunConfig`, which holds them.
+"""A run's config: every section as a dataclass, and [`RunConfig`][timestep_embed.ddpm.RunConfig], which holds them.
 
 Each default is written once, as the field's default, and each section checks its own fields where it
-is declared (``__post_init__``: types, ``RANGES``, rules between its fields); :class:`RunConfig` checks
-the rules between sections. The enums are the fields' ``Literal`` types, defined beside the code that
-uses them (the samplers, the diffusion math, the UNet, the runtime). So an invalid config can not be
-built, whether it comes from a YAML file, a dict, overrides or Python, and every error names the
-dotted key (:class:`~timestep_embed.ddpm.schema.ConfigError`).
+is declared (``__post_init__``: types, ``RANGES``, rules between its fields);
+[`RunConfig`][timestep_embed.ddpm.RunConfig] checks the rules between sections. The enums are the fields' ``Literal``
+types, defined beside the code that uses them (the samplers, the diffusion math, the UNet, the runtime). So an invalid
+config can not be built, whether it comes from a YAML file, a dict, overrides or Python, and every error names the
+dotted key ([`ConfigError`][timestep_embed.ddpm.ConfigError]).
 
 ``RunConfig.load("mnist", ["train.lr=3e-4"])`` reads a shipped config (by name) or a YAML file onto the
 defaults and applies ``key=value`` overrides; ``cfg.with_overrides([...])`` is the one way to change a
@@ -186,8 +186,9 @@ class EvalConfig:
 
 @dataclass
 class RunConfig:
-    """Every section of a run. Build it with :meth:`load` or the constructor; change it with
-    :meth:`with_overrides` or :meth:`replace`; it is checked whenever it is built."""
+    """Every section of a run. Build it with [`load`][timestep_embed.ddpm.config.RunConfig.load] or the constructor;
+    change it with [`with_overrides`][timestep_embed.ddpm.config.RunConfig.with_overrides] or
+    [`replace`][timestep_embed.ddpm.config.RunConfig.replace]; it is checked whenever it is built."""
 
     KEY: ClassVar[str] = ""
     RANGES: ClassVar[dict[str, str]] = {}
@@ -219,7 +220,8 @@ class RunConfig:
     @classmethod
     def load(cls, source: str | Path | Mapping | None = DEFAULT_CONFIG, overrides: Sequence[str] = ()) -> RunConfig:
         """A shipped config's name (``"mnist"``, ``"smoke"``), a YAML path, a dict or None (the defaults),
-        with ``key.sub=value`` overrides applied (see :meth:`with_overrides`)."""
+        with ``key.sub=value`` overrides applied (see
+        [`with_overrides`][timestep_embed.ddpm.config.RunConfig.with_overrides])."""
         if source is None or isinstance(source, Mapping):
             data = dict(source or {})
         else:

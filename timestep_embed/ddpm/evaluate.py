@@ -12,7 +12,7 @@ Reported for the samples, and for two references at the SAME sample count so the
 * ``noise_*``: N images of N(0, 1) noise clipped to [-1, 1]: what an untrained sampler gets.
 
 FD is biased upwards at small N, hence references at the same N. The classifier is
-:mod:`~timestep_embed.ddpm.classifier`'s, trained on the training split only and cached.
+[`classifier`][timestep_embed.ddpm.classifier]'s, trained on the training split only and cached.
 """
 
 from __future__ import annotations
@@ -82,8 +82,8 @@ def evaluate_samples(
 ) -> dict:
     """Score ``samples`` [N, 1, 28|32, 28|32] in [-1, 1] (see the module docstring).
 
-    ``config``: the evaluator's :class:`ClassifierConfig` (None: the defaults). Returns a flat JSON-able
-    dict: ``fd``, ``confidence``, ``entropy``, ``class_histogram`` for the samples; the same with
+    ``config``: the evaluator's [`ClassifierConfig`][timestep_embed.ddpm.ClassifierConfig] (None: the defaults). Returns
+    a flat JSON-able dict: ``fd``, ``confidence``, ``entropy``, ``class_histogram`` for the samples; the same with
     prefixes ``real_`` (N training digits vs held-out) and ``noise_`` (N clipped N(0,1) images);
     ``num_samples``, ``max_entropy`` (ln 10), ``classifier_accuracy`` (held-out), ``heldout_source``,
     ``heldout_num``, ``classifier_cache_file``, ``classifier_cached``."""

@@ -1,6 +1,6 @@
 """A run's pictures: sample grids with a caption and the loss curve.
 
-Drawn on matplotlib's Agg canvas (:func:`~timestep_embed.analysis.figures.new_figure`: no display, no
+Drawn on matplotlib's Agg canvas ([`new_figure`][timestep_embed.analysis.figures.new_figure]: no display, no
 pyplot state) and written atomically.
 """
 

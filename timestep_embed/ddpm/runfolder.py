@@ -1,6 +1,6 @@
 """The run folder: who may write it, and what a resume may change and must make again.
 
-A run folder holds ``config.yaml``, ``checkpoint.safetensors`` (:mod:`~timestep_embed.ddpm.checkpoint`),
+A run folder holds ``config.yaml``, ``checkpoint.safetensors`` ([`checkpoint`][timestep_embed.ddpm.checkpoint]),
 ``log.jsonl``, ``loss_curve.png``, ``samples.npy``, ``samples.png``, ``metrics.json`` and
 ``grid_<step>.png``; ``timestep-embed sample`` adds ``samples-*.npy`` / ``.png``.
 
@@ -8,15 +8,18 @@ A run folder holds ``config.yaml``, ``checkpoint.safetensors`` (:mod:`~timestep_
   a time writes there. The operating system drops the lock when its process ends, however it ends, so
   there is no stale lock to take over, and the lock file is never deleted (deleting it would let two
   processes hold two locks on one path).
-* What may be done: :func:`check_run_folder` refuses, before anything is written, a folder that holds a
+* What may be done: [`check_run_folder`][timestep_embed.ddpm.runfolder.check_run_folder] refuses, before anything is
+written, a folder that holds a
   run (or files no run wrote) unless ``resume`` or ``overwrite`` says so, and a resume that would train
-  another model than the checkpoint's. :data:`RESUMABLE` lists what a resume may change.
-* What is made again: :func:`kept_results` says which of a finished run's results still match its
-  config, :func:`drop_log_lines_after` trims the log to the checkpoint before a resume, and
-  :func:`run_config_for` picks a resume's config (the checkpoint's own by default).
+  another model than the checkpoint's. `RESUMABLE` lists what a resume may change.
+* What is made again: [`kept_results`][timestep_embed.ddpm.runfolder.kept_results] says which of a finished run's
+results still match its
+  config, [`drop_log_lines_after`][timestep_embed.ddpm.runfolder.drop_log_lines_after] trims the log to the checkpoint
+  before a resume, and [`run_config_for`][timestep_embed.ddpm.runfolder.run_config_for] picks a resume's config (the
+  checkpoint's own by default).
 
 Reading a run's model back (``load_model``, ``export_run``, ``sample_run``) is in
-:mod:`~timestep_embed.ddpm.trained`.
+[`trained`][timestep_embed.ddpm.trained].
 """
 
 from __future__ import annotations
@@ -157,7 +160,7 @@ def drop_log_lines_after(path: Path, step: int) -> None:
 def run_config_for(config, out_dir, overrides: Sequence[str], resume: bool) -> RunConfig:
     """The config of a run: ``config`` (a RunConfig, a shipped name, a path or a dict) with ``overrides``;
     on a resume with the default config, the run's own ``config.yaml`` (checked against the checkpoint
-    by :func:`check_run_folder`)."""
+    by [`check_run_folder`][timestep_embed.ddpm.runfolder.check_run_folder])."""
     if isinstance(config, RunConfig):
         return config.with_overrides(overrides) if overrides else config
     if resume and config == DEFAULT_CONFIG:

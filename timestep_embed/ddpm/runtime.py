@@ -1,9 +1,10 @@
 """Where a model runs: the device, CPU threads, bf16 autocast, and torchrun / DistributedDataParallel.
 
-:meth:`Runtime.create` is one process on one device (sampling, scripts); :func:`setup` also joins
-torchrun's process group when ``RANK`` / ``WORLD_SIZE`` / ``LOCAL_RANK`` are set (gloo on CPU, nccl on
-CUDA). Devices: ``"auto"`` picks CUDA, then Apple's MPS, then the CPU. :meth:`Runtime.autocast` is the
-one bf16 autocast that training, sampling and the scripts use.
+[`Runtime.create`][timestep_embed.ddpm.runtime.Runtime.create] is one process on one device (sampling, scripts);
+[`setup`][timestep_embed.ddpm.runtime.setup] also joins torchrun's process group when ``RANK`` / ``WORLD_SIZE`` /
+``LOCAL_RANK`` are set (gloo on CPU, nccl on CUDA). Devices: ``"auto"`` picks CUDA, then Apple's MPS, then the CPU.
+[`Runtime.autocast`][timestep_embed.ddpm.runtime.Runtime.autocast] is the one bf16 autocast that training, sampling and
+the scripts use.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ class Runtime:
 
     @classmethod
     def create(cls, device: str = "auto", bf16: bool | str = "auto", threads: int | None = None) -> Runtime:
-        """One process: ``device`` resolved (:func:`resolve_device`), bf16 where it is fast (``"auto"``),
-        ``threads`` CPU threads (None: torch's default, one per physical core)."""
+        """One process: ``device`` resolved ([`resolve_device`][timestep_embed.ddpm.runtime.resolve_device]), bf16 where
+        it is fast (``"auto"``), ``threads`` CPU threads (None: torch's default, one per physical core)."""
         if threads is not None:
             torch.set_num_threads(threads)
         dev = torch.device(resolve_device(device))
@@ -97,7 +98,8 @@ def resolve_device(device: str = "auto") -> str:
 
 
 def setup(device: str = "auto", bf16: bool | str = "auto", threads: int | None = None) -> Runtime:
-    """:meth:`Runtime.create`, joining torchrun's process group if there is one (one device per rank)."""
+    """[`Runtime.create`][timestep_embed.ddpm.runtime.Runtime.create], joining torchrun's process group if there is one
+    (one device per rank)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
         return Runtime.create(device, bf16, threads)

@@ -1,14 +1,14 @@
-"""Samplers: the reverse process one step at a time, and :func:`sample`, the loop that runs a model
-through any sampler.
+"""Samplers: the reverse process one step at a time, and [`sample`][timestep_embed.ddpm.samplers.sample], the loop that
+runs a model through any sampler.
 
-Over a :class:`~timestep_embed.ddpm.diffusion.Schedule`, on a subsequence of its steps:
+Over a [`Schedule`][timestep_embed.ddpm.Schedule], on a subsequence of its steps:
 
 * ``"ddpm"``: ancestral sampling, Ho et al. 2020, Algorithm 2 (respaced, improved-diffusion style);
 * ``"ddim"``: Song et al. 2021, eq. 12 (``eta`` 0: deterministic);
 * ``"dpm++2m"``, ``"heun"`` and, for rectified-flow models, ``"euler"``: the ODE solvers of
-  :mod:`~timestep_embed.ddpm.solvers` (``dpm++2m`` and ``heun`` also on Karras noise levels).
+  [`solvers`][timestep_embed.ddpm.solvers] (``dpm++2m`` and ``heun`` also on Karras noise levels).
 
-The model is an argument, called as ``model(x_t, t_model)`` (see :mod:`~timestep_embed.ddpm.diffusion`)
+The model is an argument, called as ``model(x_t, t_model)`` (see [`diffusion`][timestep_embed.ddpm.diffusion])
 with the VP-scaled ``x_t`` in every sampler.
 """
 
@@ -64,7 +64,7 @@ def ddim_step(
     sigma = eta sqrt((1-abar_prev)/(1-abar_t)) sqrt(1 - abar_t/abar_prev). eps_hat is the model's
     (not re-derived from the clipped x0), noise drawn whenever eta > 0: as diffusers' ``DDIMScheduler.step``.
     ``noise_scale`` multiplies the added noise ``sigma z`` only (the direction term keeps sigma), as in
-    :func:`ddpm_step`."""
+    [`ddpm_step`][timestep_embed.ddpm.samplers.ddpm_step]."""
     abar, abar_prev = schedule.alphas_cumprod[i : i + 1], schedule.alphas_cumprod_prev[i : i + 1]
     x0_hat, eps_hat = predict_x0_eps(out, x_t, abar, prediction)
     if clip_x0:
@@ -98,9 +98,9 @@ def sample(
     """Draw samples [*shape] (float32) with ``sampler`` (see the module docstring) over all T steps
     (``steps=None``) or over ``steps`` of them chosen by ``spacing`` (the model always receives the
     original time values); ``spacing="karras"`` (``dpm++2m`` and ``heun`` only) takes ``steps`` noise
-    levels of :func:`karras_levels` capped at ``sigma_max``. x_T ~ N(0, I) is drawn with ``generator``
-    unless given. ``eta``: DDIM only. ``noise_scale``: multiplies the noise each ancestral (or DDIM
-    eta > 0) step adds; the ODE solvers add none. ``clip_x0``: clip every data prediction to [-1, 1].
+    levels of [`karras_levels`][timestep_embed.ddpm.solvers.karras_levels] capped at ``sigma_max``. x_T ~ N(0, I) is
+    drawn with ``generator`` unless given. ``eta``: DDIM only. ``noise_scale``: multiplies the noise each ancestral (or
+    DDIM eta > 0) step adds; the ODE solvers add none. ``clip_x0``: clip every data prediction to [-1, 1].
     The caller puts the model in eval mode (and under autocast).
 
     Model calls: ``steps`` for ancestral, DDIM and DPM-Solver++(2M), ``2 * steps - 1`` for Heun."""

@@ -1,14 +1,14 @@
 """Nested dataclasses to and from plain data (YAML and dicts), strictly, and dotted overrides.
 
 ``from_dict(RunConfig, data)`` builds the dataclass: an unknown key or a value of the wrong type
-raises :class:`ConfigError` naming the dotted key, the value and the expected type; ranges are the
-dataclasses' own business (each section checks its fields in ``__post_init__``). Overrides
+raises [`ConfigError`][timestep_embed.ddpm.ConfigError] naming the dotted key, the value and the expected type; ranges
+are the dataclasses' own business (each section checks its fields in ``__post_init__``). Overrides
 ``"train.lr=3e-4"`` are parsed as YAML scalars (``1e-4`` a float, ``true`` a bool, ``null`` None,
-``[32, 64]`` a list). :func:`to_dict` gives a dataclass back as JSON-able data.
+``[32, 64]`` a list). [`to_dict`][timestep_embed.ddpm.schema.to_dict] gives a dataclass back as JSON-able data.
 
 YAML is read with a strict loader: a key written twice in one mapping is an error (PyYAML would keep
 the last), aliases are refused (a few hundred bytes of nested aliases expand to gigabytes), and a file
-over :data:`MAX_CONFIG_BYTES` is refused unread.
+over `MAX_CONFIG_BYTES` is refused unread.
 """
 
 from __future__ import annotations
@@ -160,7 +160,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 def apply_overrides(data: dict, overrides: Sequence[str]) -> set[str]:
     """Set each dotted ``key=value`` in the nested dict ``data`` (in place); returns the dotted keys set.
-    A key given twice is refused. Unknown keys are caught by :func:`from_dict`, against the dataclass."""
+    A key given twice is refused. Unknown keys are caught by [`from_dict`][timestep_embed.ddpm.schema.from_dict],
+    against the dataclass."""
     if isinstance(overrides, str):
         raise ConfigError(f"overrides must be a list of 'key=value' strings, got the string {overrides!r}")
     seen: set[str] = set()
@@ -183,7 +184,8 @@ def apply_overrides(data: dict, overrides: Sequence[str]) -> set[str]:
 
 # ----------------------------------------------------------------------------- data -> dataclass
 def from_dict(cls: type[T], data: Any, prefix: str = "") -> T:  # cls: a dataclass
-    """Build dataclass ``cls`` from a mapping, recursively and strictly (see :class:`ConfigError`)."""
+    """Build dataclass ``cls`` from a mapping, recursively and strictly (see
+    [`ConfigError`][timestep_embed.ddpm.ConfigError])."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{prefix or 'config'} = {short_repr(data)}: expected a mapping for {cls.__name__}")
     hints = typing.get_type_hints(cls)
@@ -288,8 +290,8 @@ def _in_range(value: float, rule: str) -> bool:
 
 def check_section(section: Any) -> None:
     """What a config section's ``__post_init__`` calls: every field converted and checked against its
-    type (as :func:`from_dict` does), then each number against its rule in the class's ``RANGES``
-    (``{"lr": "> 0", "ema_decay": "[0, 1)"}``; None passes where the type allows it, NaN and inf never).
+    type (as [`from_dict`][timestep_embed.ddpm.schema.from_dict] does), then each number against its rule in the class's
+    ``RANGES`` (``{"lr": "> 0", "ema_decay": "[0, 1)"}``; None passes where the type allows it, NaN and inf never).
     Errors name ``section.KEY + "." + field``."""
     cls = type(section)
     hints, prefix = typing.get_type_hints(cls), cls.KEY

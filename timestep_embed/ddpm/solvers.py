@@ -1,18 +1,21 @@
 """The ODE solvers of the probability-flow ODE, and the noise levels they step on.
 
-* :func:`dpm_solver_2m`: DPM-Solver++(2M), Lu et al. 2022 ("DPM-Solver++", Algorithm 2, data
+* [`dpm_solver_2m`][timestep_embed.ddpm.solvers.dpm_solver_2m]: DPM-Solver++(2M), Lu et al. 2022 ("DPM-Solver++",
+Algorithm 2, data
   prediction, multistep second order), the first step and the last (to sigma = 0) first order;
-* :func:`heun`: Karras et al. 2022 (EDM), Algorithm 1 with S_churn = 0: Heun's second-order method in
+* [`heun`][timestep_embed.ddpm.solvers.heun]: Karras et al. 2022 (EDM), Algorithm 1 with S_churn = 0: Heun's
+second-order method in
   sigma = sqrt((1 - abar) / abar), the last step (to sigma = 0) Euler;
-* :func:`flow_euler`: for rectified-flow models (``prediction="flow"``) only: Euler steps of dx/dt = u
+* [`flow_euler`][timestep_embed.ddpm.solvers.flow_euler]: for rectified-flow models (``prediction="flow"``) only: Euler
+steps of dx/dt = u
   from t = 1 to 0 (Liu et al. 2022), on the times of diffusers' ``FlowMatchEulerDiscreteScheduler``.
 
-The first two also take the noise levels of Karras et al. 2022, eq. 5 (:func:`karras_levels`): evenly
-spaced in sigma^(1/rho), rho = 7, from ``sigma_max`` down to the schedule's smallest sigma, the model
-called at the fractional index of each sigma. The model is an argument, called as ``model(x_t,
-t_model)`` (see :mod:`~timestep_embed.ddpm.diffusion`) with the VP-scaled ``x_t``. The solvers run in
-the dtype of ``x`` (float64 in the parity tests against diffusers' ``DPMSolverMultistepScheduler`` and
-``HeunDiscreteScheduler``).
+The first two also take the noise levels of Karras et al. 2022, eq. 5
+([`karras_levels`][timestep_embed.ddpm.solvers.karras_levels]): evenly spaced in sigma^(1/rho), rho = 7, from
+``sigma_max`` down to the schedule's smallest sigma, the model called at the fractional index of each sigma. The model
+is an argument, called as ``model(x_t, t_model)`` (see [`diffusion`][timestep_embed.ddpm.diffusion]) with the VP-scaled
+``x_t``. The solvers run in the dtype of ``x`` (float64 in the parity tests against diffusers'
+``DPMSolverMultistepScheduler`` and ``HeunDiscreteScheduler``).
 """
 
 from __future__ import annotations
@@ -116,8 +119,8 @@ def dpm_solver_2m(
     x_next = (sigma_next / sigma) x - alpha_next (e^-h - 1) [D + (D - D_prev) / (2 r)], r = h_prev / h;
     the first step and the last use D alone (first order). diffusers' ``DPMSolverMultistepScheduler``
     with its defaults (``solver_order=2``, ``"dpmsolver++"``, ``"midpoint"``, ``final_sigmas_type="zero"``).
-    ``sigmas``: the noise levels' sigma_VE, one per timestep (:func:`karras_levels`); by default the
-    schedule's at ``timesteps``.
+    ``sigmas``: the noise levels' sigma_VE, one per timestep
+    ([`karras_levels`][timestep_embed.ddpm.solvers.karras_levels]); by default the schedule's at ``timesteps``.
     """
     points = [(1.0 / math.sqrt(1.0 + s**2), s / math.sqrt(1.0 + s**2)) for s in _levels(schedule, timesteps, sigmas)]
     points.append((1.0, 0.0))
@@ -154,8 +157,8 @@ def heun(
 
     In x = x0 + sigma eps (VE scaling) with D(x, sigma) the data prediction and dx/dsigma = (x - D) / sigma;
     the model sees x / sqrt(1 + sigma^2), as diffusers' ``HeunDiscreteScheduler`` and k-diffusion do.
-    ``sigmas``: the noise levels' sigma_VE, one per timestep (:func:`karras_levels`); by default the
-    schedule's at ``timesteps``.
+    ``sigmas``: the noise levels' sigma_VE, one per timestep
+    ([`karras_levels`][timestep_embed.ddpm.solvers.karras_levels]); by default the schedule's at ``timesteps``.
     """
     sigmas = [*_levels(schedule, timesteps, sigmas), 0.0]
     x = x * sigmas[0]  # Algorithm 1: x ~ N(0, sigma_0^2 I) from the unit noise x (as k-diffusion, diffusers)

@@ -1,8 +1,9 @@
 """Train a DDPM on MNIST, then sample and score it: ``timestep-embed train`` (the default MNIST run).
 
 Read top to bottom: the loop's helpers (learning rate, optimizer, EMA, budget, log, progress grids),
-the loop (:func:`train_loop`, in commented stanzas), the whole run (:func:`run_training`). With
-``config.py``, ``checkpoint.py`` and ``runfolder.py`` that is everything a run does. Python use::
+the loop ([`train_loop`][timestep_embed.ddpm.train_loop], in commented stanzas), the whole run
+([`run_training`][timestep_embed.ddpm.run_training]). With ``config.py``, ``checkpoint.py`` and ``runfolder.py`` that is
+everything a run does. Python use:
 
     from timestep_embed.ddpm import run_training
     metrics = run_training("mnist", "runs/x", overrides=["train.minutes=2"])
@@ -163,7 +164,7 @@ def train_loop(
     """Train ``model`` (and its EMA) within ``cfg.train``'s budget; returns (ema_model, stats).
 
     Writes ``checkpoint.safetensors``, ``log.jsonl`` and the progress grids in ``out_dir`` (rank 0).
-    ``callback``: see :data:`Callback`. Ctrl-C saves a checkpoint and stops.
+    ``callback``: see `Callback`. Ctrl-C saves a checkpoint and stops.
     """
     t, d, path = cfg.train, cfg.diffusion, out_dir / RUN_CHECKPOINT
     # Data: the whole training split sits on the device; each rank samples from its own shard.
@@ -252,7 +253,7 @@ def run_training(
 
     ``config``: a RunConfig, a shipped config's name, a YAML path or a dict (``overrides`` applied).
     ``time_embedder``: optional module t [B] -> [B, model.emb_dim] replacing the UNet's default.
-    The run folder (see :mod:`~timestep_embed.ddpm.runfolder`) is never written into if it holds a run,
+    The run folder (see [`runfolder`][timestep_embed.ddpm.runfolder]) is never written into if it holds a run,
     unless ``resume`` (continue it, by default with its own config.yaml; only changes that leave the
     trained model the same are accepted) or ``overwrite`` (its run's files are removed first). A resume
     redoes exactly what is missing or no longer matches the config: training to the budget, the

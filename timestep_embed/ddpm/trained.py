@@ -1,11 +1,11 @@
 """A trained model: read back from a run (or an exported folder), exported, and sampled from.
 
-Python use::
+Python use:
 
     model, cfg = load_model("runs/ddpm_mnist")                # EMA weights, eval mode
     x = generate(model, cfg, Runtime.create())                # [N, 1, 28, 28] in [-1, 1]
 
-``timestep-embed sample RUN`` is :func:`sample_run`: new samples into files of their own.
+``timestep-embed sample RUN`` is [`sample_run`][timestep_embed.ddpm.sample_run]: new samples into files of their own.
 """
 
 from __future__ import annotations
@@ -97,10 +97,10 @@ def run_config(path) -> RunConfig:
 
 def load_model(path, time_embedder: nn.Module | None = None, ema: bool = True, device="cpu") -> tuple[UNet, RunConfig]:
     """``(UNet in eval mode, RunConfig)`` from a run folder, its ``checkpoint.safetensors``, or a folder
-    written by :func:`export_run`.
+    written by [`export_run`][timestep_embed.ddpm.export_run].
 
     ``ema``: the EMA weights (what sampling uses) or the raw ones (run checkpoints only).
-    ``time_embedder``: as in :class:`~timestep_embed.ddpm.unet.UNet` (its state must match the checkpoint's).
+    ``time_embedder``: as in [`UNet`][timestep_embed.ddpm.UNet] (its state must match the checkpoint's).
     """
     path = Path(path)
     file = path / RUN_CHECKPOINT if path.is_dir() else path
@@ -122,7 +122,8 @@ def load_model(path, time_embedder: nn.Module | None = None, ema: bool = True, d
 def export_run(run, out) -> Path:
     """The EMA weights of a run as a pretrained folder (``config.json`` with the run's config and the
     versions, ``model.safetensors``): a fraction of the run checkpoint, which also holds the raw
-    weights, the optimizer and the RNG state. ``UNet.from_pretrained(out)`` and :func:`load_model` read it."""
+    weights, the optimizer and the RNG state. ``UNet.from_pretrained(out)`` and
+    [`load_model`][timestep_embed.ddpm.load_model] read it."""
     run, out = Path(run), Path(out)
     folder = run if run.is_dir() else run.parent
     if out.resolve() == folder.resolve() or (out / RUN_CHECKPOINT).exists():

@@ -1,7 +1,7 @@
 """A small UNet for diffusion on MNIST-sized images, and the ResBlock that consumes the time embedding.
 
 ``UNet.forward`` computes ``emb = time_embedder(t)`` once, at the top, and hands the same ``emb``
-[B, emb_dim] to every :class:`ResBlock`; each block owns its small projection of it
+[B, emb_dim] to every [`ResBlock`][timestep_embed.ddpm.unet.ResBlock]; each block owns its small projection of it
 (improved-diffusion ``ResBlock.emb_layers``, EDM ``UNetBlock.affine``).
 
 Why the defaults look the way they do (docs/ddpm.md has the measurements): a 2x2
@@ -12,7 +12,7 @@ convolution runs at 14x14 or 7x7, which gives 2-3x more images per second than a
 
 Every residual branch ends in a zero-initialised layer (ResBlock.conv2, AttentionBlock.proj) and so
 does the output conv (``UNet.conv_out``): at initialisation each block is the identity (on its skip
-path) and the UNet outputs zeros; see :func:`zero_init_modules`.
+path) and the UNet outputs zeros; see [`zero_init_modules`][timestep_embed.ddpm.unet.zero_init_modules].
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def zero_init_modules(*modules: nn.Module) -> None:
 
 
 def build_time_embedder(config: UNetConfig) -> nn.Module:
-    """The default time path: :class:`~timestep_embed.nn.TimestepEmbedder` (time input, sinusoid,
+    """The default time path: [`TimestepEmbedder`][timestep_embed.TimestepEmbedder] (time input, sinusoid,
     MLP) with output width ``config.emb_dim`` and the options in ``config.time_embedding``
     (e.g. ``{"convention": "ddpm", "sinusoid_dim": 128}``)."""
     options = dict(config.time_embedding)
@@ -183,7 +183,8 @@ class UNet(nn.Module):
     """UNet(config, time_embedder=None): forward(x [B, C, H, W], t [B]) -> [B, C, H, W].
 
     ``time_embedder``: any module mapping ``t`` [B] (what diffusion.py passes: int64 indices, or
-    float 1000 * t) to [B, config.emb_dim]; None builds the default (:func:`build_time_embedder`).
+    float 1000 * t) to [B, config.emb_dim]; None builds the default
+    ([`build_time_embedder`][timestep_embed.ddpm.unet.build_time_embedder]).
     """
 
     def __init__(self, config: UNetConfig | None = None, time_embedder: nn.Module | None = None):

@@ -5,7 +5,7 @@ and input dtypes (int64, float32, float16, bfloat16, float64) it measures
 
 * ``diff_vs_diffusers``: max |ours - diffusers| on the same input tensor (0 means bit-identical;
   the interleaved "vaswani" preset is compared with diffusers' concat output permuted by
-  :func:`~timestep_embed.layout_permutation`, since diffusers has no interleaved layout);
+  [`layout_permutation`][timestep_embed.layout_permutation], since diffusers has no interleaved layout);
 * ``err_diffusers``, ``err_ours``, ``err_precise``: max abs error against the float64 reference
   evaluated at the *original* float64 timesteps, so rounding of the input dtype (bfloat16 turns
   999 into 1000) shows up as error, as it does in a real model;

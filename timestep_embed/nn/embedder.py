@@ -40,17 +40,18 @@ def default_sinusoid_dim(emb_dim: int) -> int:
 class TimestepEmbedder(nn.Module):
     """``t [B] (or [...]) -> emb [B, emb_dim] (or [..., emb_dim])``: time input, sinusoid, MLP.
 
-    Children: ``time_proj`` (a :class:`SinusoidalEmbedding`, or the module given as ``time_proj``,
-    e.g. a :class:`FourierEmbedding`) and ``time_embedding`` (:class:`TimestepMLP`
-    ``sinusoid_dim -> emb_dim -> emb_dim``).
+    Children: ``time_proj`` (a [`SinusoidalEmbedding`][timestep_embed.SinusoidalEmbedding], or the module given as
+    ``time_proj``, e.g. a [`FourierEmbedding`][timestep_embed.FourierEmbedding]) and ``time_embedding``
+    ([`TimestepMLP`][timestep_embed.TimestepMLP] ``sinusoid_dim -> emb_dim -> emb_dim``).
 
     Args:
         emb_dim: output width (diffusers' ``time_embed_dim``, 4x the first channel count).
-        sinusoid_dim: width of the sinusoid; default :func:`default_sinusoid_dim`.
-        convention: sinusoid convention (preset or :class:`Convention`), default ``"adm"``.
-        time_input: what the sinusoid is fed, see :func:`time_input` (default ``"identity"``).
+        sinusoid_dim: width of the sinusoid; default [`default_sinusoid_dim`][timestep_embed.nn.default_sinusoid_dim].
+        convention: sinusoid convention (preset or [`Convention`][timestep_embed.Convention]), default ``"adm"``.
+        time_input: what the sinusoid is fed, see [`time_input`][timestep_embed.nn.time_input.time_input] (default
+            ``"identity"``).
         num_timesteps: T; with ``time_input="identity"`` also the size of the integer-step cache.
-        act: the MLP's activation (see :class:`TimestepMLP`).
+        act: the MLP's activation (see [`TimestepMLP`][timestep_embed.TimestepMLP]).
         post_act: an activation after the MLP (EDM's DhariwalUNet has one).
         cond_dim: width of an extra condition added before the MLP (diffusers' ``cond_proj``).
         precise: float64 sinusoid (see the core).
@@ -103,7 +104,7 @@ class TimestepEmbedder(nn.Module):
 
         A large ``t`` with few distinct values (per-token timesteps ``[B, tokens]``, a batch sharing its
         steps) runs the sinusoid and the MLP once per distinct value and gathers the rows
-        (:func:`~timestep_embed.sinusoidal.distinct_values`); not with a ``condition``, not when ``t``
+        ([`distinct_values`][timestep_embed.sinusoidal.distinct_values]); not with a ``condition``, not when ``t``
         requires grad, not under tracing or compiling.
 
         A scalar or 0-d ``t`` with ``batch_size`` (or a ``condition`` ``[B, cond_dim]``) is one step for

@@ -30,8 +30,8 @@ class FourierEmbedding(nn.Module):
     ``[x | sin | cos]``, ``dim + 1`` columns (lucidrains).
 
     The output is ``[sin | cos]`` halves, or ``[cos | sin]`` with ``first="cos"`` (diffusers'
-    ``flip_sin_to_cos=True``, EDM). :meth:`edm` is the EDM preset. ``weight`` [dim // 2] is
-    diffusers' key: a persistent buffer, or a Parameter with ``learnable=True``. ``log=True``
+    ``flip_sin_to_cos=True``, EDM). [`edm`][timestep_embed.nn.fourier.FourierEmbedding.edm] is the EDM preset.
+    ``weight`` [dim // 2] is diffusers' key: a persistent buffer, or a Parameter with ``learnable=True``. ``log=True``
     feeds ``ln(x)`` (diffusers' default for sigma inputs).
 
     Args:

@@ -1,4 +1,5 @@
-"""The sinusoid as a module: ``t [...] -> [..., dim]`` with the numbers of :func:`sinusoidal_embedding`."""
+"""The sinusoid as a module: ``t [...] -> [..., dim]`` with the numbers of
+[`sinusoidal_embedding`][timestep_embed.sinusoidal_embedding]."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ __all__ = ["SinusoidalEmbedding"]
 
 
 class SinusoidalEmbedding(nn.Module):
-    """Sinusoidal embedding ``t [...] -> float32 [..., dim]``: :func:`sinusoidal_embedding` as a module.
+    """Sinusoidal embedding ``t [...] -> float32 [..., dim]``:
+    [`sinusoidal_embedding`][timestep_embed.sinusoidal_embedding] as a module.
 
     No parameters and no buffers: the state dict is empty, ``.to()``/``.half()`` change nothing
     (the output stays float32, as diffusers' ``Timesteps``).
@@ -26,7 +28,8 @@ class SinusoidalEmbedding(nn.Module):
 
     Args:
         dim: output width (odd widths end with a zero column, unless ``pad_odd=False``).
-        convention: preset name or :class:`Convention`; default ``"adm"`` (``[cos | sin]``, shift 0).
+        convention: preset name or [`Convention`][timestep_embed.Convention]; default ``"adm"`` (``[cos | sin]``, shift
+            0).
         layout: override ``convention.layout`` (``"concat"`` or ``"interleaved"``).
         first: override ``convention.first`` (``"sin"`` or ``"cos"``).
         freq_shift: override ``convention.freq_shift``.
@@ -35,7 +38,7 @@ class SinusoidalEmbedding(nn.Module):
         gain: override ``convention.gain``.
         precise: float64 phase and sin/cos, rounded once (see the core).
         num_timesteps: T of the integer-step cache (None: no cache).
-        pad_odd: False: an odd ``dim`` gives ``dim - 1`` columns (lucidrains, EDM); see :attr:`out_dim`.
+        pad_odd: False: an odd ``dim`` gives ``dim - 1`` columns (lucidrains, EDM); see `out_dim`.
         scale_in_input_dtype: form ``scale * t`` in floating ``t``'s dtype (Flux), see the core.
     """
 
@@ -88,7 +91,7 @@ class SinusoidalEmbedding(nn.Module):
         )
 
     def options(self) -> dict:
-        """The keyword options of the core call (for :func:`sinusoidal_embedding`)."""
+        """The keyword options of the core call (for [`sinusoidal_embedding`][timestep_embed.sinusoidal_embedding])."""
         return {"precise": self.precise, "pad_odd": self.pad_odd, "scale_in_input_dtype": self.scale_in_input_dtype}
 
     def forward(self, t: TimestepsLike) -> torch.Tensor:

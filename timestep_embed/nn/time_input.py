@@ -24,13 +24,13 @@ TIME_INPUTS = {
 
 
 def check_time_input(kind, num_timesteps) -> None:
-    """ValueError naming the argument unless ``kind`` is in :data:`TIME_INPUTS` and T a positive int."""
+    """ValueError naming the argument unless ``kind`` is in `TIME_INPUTS` and T a positive int."""
     check_choice(kind, "time_input", TIME_INPUTS)
     check_int(num_timesteps, "num_timesteps")
 
 
 def time_input(t: TimestepsLike, kind: str = "identity", num_timesteps: int = 1000) -> TimestepsLike:
-    """Map a time value ``t`` ``[...]`` to what the embedding is fed (``kind``: see :data:`TIME_INPUTS`).
+    """Map a time value ``t`` ``[...]`` to what the embedding is fed (``kind``: see `TIME_INPUTS`).
 
     ``"identity"`` returns ``t`` unchanged; the others return a floating tensor ``[...]``:
     ``t * num_timesteps``, ``t.float() * (1000 / num_timesteps)`` or ``ln(t) * 0.25`` (eagerly, ``t``
