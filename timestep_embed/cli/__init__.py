@@ -29,6 +29,7 @@ from ..ddpm import (
     ConfigError,
     DataError,
     RunConfig,
+    distill_run,
     evaluate_samples,
     export_run,
     format_report,
@@ -57,6 +58,19 @@ def _train(args) -> int:
         args.config, args.out_dir, overrides=overrides, resume=args.resume, overwrite=args.overwrite,
         progress=not args.quiet,
     )  # fmt: skip
+    return _report(metrics)
+
+
+def _distill(args) -> int:
+    overrides = [*args.overrides, *([f"train.device={args.device}"] if args.device else [])]
+    metrics = distill_run(
+        args.run, args.out_dir, overrides, resume=args.resume, overwrite=args.overwrite, progress=not args.quiet
+    )
+    return _report(metrics)
+
+
+def _report(metrics: dict) -> int:
+    """What train and distill print at the end: the scores and the run folder (130 when interrupted)."""
     if metrics.get("interrupted"):
         log.warning(
             "stopped at step %d; continue with --resume --out-dir %s", metrics["train_steps"], metrics["out_dir"]
@@ -173,6 +187,7 @@ def _export(args) -> int:
 
 COMMANDS = {
     "train": _train,
+    "distill": _distill,
     "sample": _sample,
     "evaluate": _evaluate,
     "compare": _compare,

@@ -18,7 +18,10 @@ EXAMPLES = {
     "train": "timestep-embed train                      # the default MNIST run\n"
     "  timestep-embed train --config smoke --out-dir runs/smoke\n"
     "  timestep-embed train train.steps=2000 sample.steps=50 --out-dir runs/x",
-    "sample": "timestep-embed sample runs/ddpm_mnist sample.steps=250 sample.num_samples=100",
+    "distill": "timestep-embed distill runs/ddpm_mnist --out-dir runs/distilled     # 6 minutes\n"
+    "  timestep-embed distill runs/ddpm_mnist --out-dir runs/cd consistency.method=cd train.minutes=3",
+    "sample": "timestep-embed sample runs/ddpm_mnist sample.steps=250 sample.num_samples=100\n"
+    "  timestep-embed sample runs/distilled          # 4 consistency steps",
     "evaluate": "timestep-embed evaluate runs/ddpm_mnist      # or a SAMPLES.npy file\n"
     "  timestep-embed evaluate runs/ddpm_mnist/samples-ddpm-250-seed0.npy --out metrics.json",
     "compare": "timestep-embed compare --out runs/compare --dims 128 320",
@@ -79,6 +82,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue the run in --out-dir from its checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out-dir")
     p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
+
+    p = command(
+        "distill",
+        "tune a trained run into a few-step generator (consistency tuning or distillation), then sample and "
+        "evaluate it",
+        "overrides: train.* (the budget, default 6 minutes, and the optimizer), consistency.* (the objective), "
+        "sample.*, eval.*",
+    )
+    p.add_argument("run", metavar="RUN", help="the trained run: a run folder, its checkpoint or an exported folder")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="overrides, e.g. consistency.method=cd")
+    p.add_argument("--out-dir", required=True, help="the distilled run's folder")
+    p.add_argument("--device", default=None, choices=DEVICES, help="where to train (train.device)")
+    p.add_argument("--resume", action="store_true", help="continue the distillation in --out-dir")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out-dir")
 
     p = command("sample", "draw samples from a trained run into PREFIX.npy and a captioned PREFIX.png")
     p.add_argument("run", metavar="RUN", help="a run folder or its checkpoint.safetensors")

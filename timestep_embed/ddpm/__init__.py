@@ -1,5 +1,5 @@
 """A small DDPM on MNIST that trains on a laptop CPU: UNet, diffusion math, samplers, data, configs,
-checkpoints, the training loop, sampling, the evaluator and the run's plots.
+checkpoints, the training loop, consistency distillation, sampling, the evaluator and the run's plots.
 
 Nothing outside this package (and the CLI) imports it: the library works without it. Its public names
 are re-exported here, so code that uses it does not depend on the file layout:
@@ -21,7 +21,9 @@ from .config import (
     describe_keys,
     shipped_configs,
 )
+from .consistency import ConsistencyConfig, consistency_function, consistency_loss
 from .data import DataError, load_mnist
+from .distill import distill_run
 from .diffusion import Schedule, make_schedule, schedule_from_config, training_loss
 from .evaluate import evaluate_samples, format_report, frechet_distance, score
 from .runtime import Runtime
@@ -39,6 +41,7 @@ __all__ = [
     "SampleConfig",
     "EvalConfig",
     "ClassifierConfig",
+    "ConsistencyConfig",
     "DEFAULT_CONFIG",
     "describe_keys",
     "shipped_configs",
@@ -52,6 +55,8 @@ __all__ = [
     "make_schedule",
     "schedule_from_config",
     "training_loss",
+    "consistency_function",
+    "consistency_loss",
     "generate",
     "describe_sampling",
     "load_mnist",
@@ -65,6 +70,7 @@ __all__ = [
     "update_ema",
     "train_loop",
     "run_training",
+    "distill_run",
     "run_config",
     "load_model",
     "export_run",

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from .classifier import ClassifierConfig
+from .consistency import ConsistencyConfig
 from .diffusion import KARRAS_SAMPLERS, Prediction, Sampler, ScheduleName, Spacing
 from .runtime import Device
 from .schema import ConfigError, apply_overrides, check_section, from_dict, read_yaml, save_yaml, to_dict, type_name
@@ -36,6 +37,7 @@ __all__ = [
     "SampleConfig",
     "ClassifierConfig",
     "EvalConfig",
+    "ConsistencyConfig",
     "RunConfig",
     "DEFAULT_CONFIG",
     "shipped_configs",
@@ -149,15 +151,16 @@ class TrainConfig:
 class SampleConfig:
     KEY: ClassVar[str] = "sample"
     RANGES: ClassVar[dict[str, str]] = {
-        **dict.fromkeys(("steps", "num_samples", "batch_size", "sigma_max", "noise_scale"), "> 0"),
+        **dict.fromkeys(("steps", "num_samples", "batch_size", "sigma_max", "last_sigma", "noise_scale"), "> 0"),
         "eta": ">= 0",
     }
-    sampler: Sampler = "ddpm"  # ancestral (Ho et al. Alg. 2), DDIM, DPM-Solver++(2M), Heun; euler for flow models
-    steps: int = 50  # respaced to this many of the T steps
+    sampler: Sampler = "ddpm"  # ancestral (Ho et al. Alg. 2), DDIM, DPM-Solver++(2M), Heun, consistency; flow: euler
+    steps: int = 50  # respaced to this many of the T steps (consistency: this many noise levels)
     eta: float = 0.0  # DDIM only: 0 = deterministic
-    noise_scale: float = 0.95  # x the std of the noise an ancestral (or DDIM eta > 0) step adds; 1 = Ho et al.
+    noise_scale: float = 0.95  # x the std of the noise an ancestral, DDIM eta > 0 or consistency step adds; 1 = Ho
     spacing: Spacing = "evenly"  # karras: dpm++2m and heun only
-    sigma_max: float = 80.0  # spacing=karras only: the grid's top noise level (sigma_VE), EDM's 80
+    sigma_max: float = 80.0  # spacing=karras and consistency: the top noise level (sigma_VE), EDM's 80
+    last_sigma: float = 0.5  # consistency only: its last level (the levels are geometric from sigma_max)
     num_samples: int = 500
     batch_size: int = 250
     seed: int = 0
@@ -198,10 +201,11 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    consistency: ConsistencyConfig | None = None  # the consistency objective instead of denoising (distill)
 
     def __post_init__(self) -> None:
         check_section(self)
-        d, s = self.diffusion, self.sample
+        d, s, c = self.diffusion, self.sample, self.consistency
         if (d.prediction == "flow") != (s.sampler == "euler"):
             raise ConfigError(
                 f"diffusion.prediction = {d.prediction!r} with sample.sampler = {s.sampler!r}: rectified flow "
@@ -213,6 +217,13 @@ class RunConfig:
             raise ConfigError(
                 f"sample.sampler = 'heun' with diffusion.schedule = 'cosine' and sample.spacing = {s.spacing!r}: "
                 "Heun's first step from the cosine schedule's sigma ~2e4 diverges; use sample.spacing=karras"
+            )
+        if c is not None and d.prediction == "flow":
+            raise ConfigError("consistency: set on a rectified-flow run (prediction 'flow'); it needs eps or v")
+        if c is not None and s.sampler == "consistency" and s.sigma_max > c.sigma_max:
+            raise ConfigError(
+                f"sample.sigma_max = {s.sigma_max:g}: above consistency.sigma_max = {c.sigma_max:g}, "
+                "the largest noise level the model was tuned on"
             )
         if s.steps > d.num_timesteps:
             raise ConfigError(f"sample.steps = {s.steps}: expected at most diffusion.num_timesteps = {d.num_timesteps}")

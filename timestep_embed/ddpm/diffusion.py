@@ -28,7 +28,7 @@ Model = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 Prediction = Literal["eps", "v", "flow"]  # what the model outputs: noise, velocity v, or the flow u = eps - x0
 ScheduleName = Literal["linear", "cosine"]  # Ho et al. 2020 / Nichol & Dhariwal 2021
 IndexSpacing = Literal["evenly", "leading", "trailing"]  # which of the T steps a sampler visits
-Sampler = Literal["ddpm", "ddim", "dpm++2m", "heun", "euler"]  # ddpm/samplers.py and ddpm/solvers.py
+Sampler = Literal["ddpm", "ddim", "dpm++2m", "heun", "euler", "consistency"]  # samplers.py, solvers.py, consistency.py
 Spacing = Literal["evenly", "leading", "trailing", "karras"]  # karras: noise levels, for KARRAS_SAMPLERS only
 PREDICTIONS, SCHEDULES, SPACINGS = get_args(Prediction), get_args(ScheduleName), get_args(IndexSpacing)
 SAMPLERS = get_args(Sampler)

@@ -6,7 +6,9 @@ Over a [`Schedule`][timestep_embed.ddpm.Schedule], on a subsequence of its steps
 * ``"ddpm"``: ancestral sampling, Ho et al. 2020, Algorithm 2 (respaced, improved-diffusion style);
 * ``"ddim"``: Song et al. 2021, eq. 12 (``eta`` 0: deterministic);
 * ``"dpm++2m"``, ``"heun"`` and, for rectified-flow models, ``"euler"``: the ODE solvers of
-  [`solvers`][timestep_embed.ddpm.solvers] (``dpm++2m`` and ``heun`` also on Karras noise levels).
+  [`solvers`][timestep_embed.ddpm.solvers] (``dpm++2m`` and ``heun`` also on Karras noise levels);
+* ``"consistency"``: multistep consistency sampling (Song et al. 2023, Algorithm 1), for the models
+  ``timestep-embed distill`` makes ([`consistency`][timestep_embed.ddpm.consistency]).
 
 The model is an argument, called as ``model(x_t, t_model)`` (see [`diffusion`][timestep_embed.ddpm.diffusion])
 with the VP-scaled ``x_t`` in every sampler.
@@ -28,6 +30,7 @@ from .diffusion import (
     respace,
     timestep_subsequence,
 )
+from .consistency import consistency_levels, consistency_sample
 from .solvers import dpm_solver_2m, flow_euler, heun, karras_levels
 
 __all__ = ["ddpm_step", "ddim_step", "sample"]
@@ -86,6 +89,7 @@ def sample(
     steps: int | None = None,
     spacing: str = "evenly",
     sigma_max: float | None = 80.0,
+    last_sigma: float = 0.5,
     eta: float = 0.0,
     noise_scale: float = 1.0,
     generator: torch.Generator | None = None,
@@ -100,10 +104,12 @@ def sample(
     original time values); ``spacing="karras"`` (``dpm++2m`` and ``heun`` only) takes ``steps`` noise
     levels of [`karras_levels`][timestep_embed.ddpm.solvers.karras_levels] capped at ``sigma_max``. x_T ~ N(0, I) is
     drawn with ``generator`` unless given. ``eta``: DDIM only. ``noise_scale``: multiplies the noise each ancestral (or
-    DDIM eta > 0) step adds; the ODE solvers add none. ``clip_x0``: clip every data prediction to [-1, 1].
+    DDIM eta > 0) step adds, and the fresh noise of each consistency step; the ODE solvers add none. ``clip_x0``:
+    clip every data prediction to [-1, 1]. ``"consistency"`` visits ``steps`` noise levels from ``sigma_max`` down
+    to ``last_sigma`` ([`consistency_levels`][timestep_embed.ddpm.consistency.consistency_levels]).
     The caller puts the model in eval mode (and under autocast).
 
-    Model calls: ``steps`` for ancestral, DDIM and DPM-Solver++(2M), ``2 * steps - 1`` for Heun."""
+    Model calls: ``steps`` for ancestral, DDIM, DPM-Solver++(2M) and consistency, ``2 * steps - 1`` for Heun."""
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler={sampler!r} is not one of {SAMPLERS}")
     if (sampler == "euler") != (prediction == "flow"):
@@ -113,6 +119,11 @@ def sample(
         )
     device = torch.device(device) if device is not None else (x_T.device if x_T is not None else torch.device("cpu"))
     x = x_T.to(device, torch.float32) if x_T is not None else randn(shape, generator, torch.empty(0, device=device))
+    if sampler == "consistency":
+        levels = consistency_levels(steps or 1, sigma_max or 80.0, last_sigma)
+        net = _maybe_progress(model, progress, sampler)
+        return consistency_sample(net, x, schedule, levels, generator=generator, prediction=prediction,
+                                  noise_scale=noise_scale, clip_x0=clip_x0).float()  # fmt: skip
     if sampler == "euler":
         return flow_euler(_maybe_progress(model, progress, sampler), x, steps or schedule.T, schedule.T).float()
     if spacing == "karras" and sampler not in KARRAS_SAMPLERS:

@@ -28,6 +28,7 @@ from ..files import atomic_write_bytes, hold, save_npy, versions
 from ..progress import progress as progress_bar
 from .checkpoint import RUN_CHECKPOINT, load_training_state, save_training_state
 from .config import DEFAULT_CONFIG, RunConfig, TrainConfig
+from .consistency import consistency_loss
 from .data import load_mnist
 from .diffusion import schedule_from_config, training_loss
 from .evaluate import score
@@ -142,8 +143,12 @@ class TrainingLog:
 
 
 def progress_grid(ema: nn.Module, cfg: RunConfig, rt: Runtime, n: int = 16, steps: int = 20):
-    """A quick look during training: ``n`` EMA samples with ``steps`` ancestral (flow: Euler) steps, from
-    their own generator (``sample.seed``), so the training's random stream is untouched; (samples, how)."""
+    """A quick look during training: ``n`` EMA samples with ``steps`` ancestral (flow: Euler) steps, or the run's
+    own consistency sampler, from their own generator (``sample.seed``), so the training's random stream is
+    untouched; (samples, how)."""
+    if cfg.sample.sampler == "consistency":
+        quick = cfg.replace("sample", num_samples=n, batch_size=n)
+        return generate(ema, quick, rt), describe_sampling(quick)
     sampler = "euler" if cfg.diffusion.prediction == "flow" else "ddpm"
     steps = min(steps, cfg.diffusion.num_timesteps)
     quick = cfg.replace("sample", sampler=sampler, num_samples=n, batch_size=n, steps=steps, spacing="evenly")
@@ -160,13 +165,16 @@ def train_loop(
     resume: bool = False,
     progress: bool = True,
     callback: Callback | None = None,
+    teacher: nn.Module | None = None,
 ) -> tuple[nn.Module, dict]:
     """Train ``model`` (and its EMA) within ``cfg.train``'s budget; returns (ema_model, stats).
 
-    Writes ``checkpoint.safetensors``, ``log.jsonl`` and the progress grids in ``out_dir`` (rank 0).
-    ``callback``: see `Callback`. Ctrl-C saves a checkpoint and stops.
+    The objective: denoising ([`training_loss`][timestep_embed.ddpm.training_loss]), or with ``cfg.consistency``
+    [`consistency_loss`][timestep_embed.ddpm.consistency.consistency_loss] (``teacher``: the model whose ODE
+    ``consistency.method`` cd distils). Writes ``checkpoint.safetensors``, ``log.jsonl`` and the progress grids in
+    ``out_dir`` (rank 0). ``callback``: see `Callback`. Ctrl-C saves a checkpoint and stops.
     """
-    t, d, path = cfg.train, cfg.diffusion, out_dir / RUN_CHECKPOINT
+    t, d, c, path = cfg.train, cfg.diffusion, cfg.consistency, out_dir / RUN_CHECKPOINT
     # Data: the whole training split sits on the device; each rank samples from its own shard.
     x_all, _ = load_mnist(cfg.data.source, "train", cfg.data.pad_to_32)
     data, batch = x_all[rt.rank :: rt.world_size].to(rt.device), t.batch_size // rt.world_size
@@ -187,14 +195,20 @@ def train_loop(
     try:
         while not done:
             # Learning rate: linear warmup, then cosine decay over the budget (steps or the clock).
-            lr = lr_at(budget.progress(step), step, t)
+            used = budget.progress(step)
+            lr = lr_at(used, step, t)
             for group in opt.param_groups:
                 group["lr"] = lr
-            # Batch: x0 from the data; t and eps are drawn inside training_loss (Ho et al. Algorithm 1).
+            # Batch: x0 from the data; t and eps are drawn inside the loss (Ho et al. Algorithm 1).
             x0 = data[torch.randint(0, len(data), (batch,), generator=gen, device=rt.device)]
             with rt.autocast():
-                loss = training_loss(ddp, x0, schedule, generator=gen, prediction=d.prediction,
-                                     min_snr_gamma=d.min_snr_gamma, lognormal=d.lognormal)  # fmt: skip
+                if c is None:
+                    loss = training_loss(ddp, x0, schedule, generator=gen, prediction=d.prediction,
+                                         min_snr_gamma=d.min_snr_gamma, lognormal=d.lognormal)  # fmt: skip
+                else:  # consistency: its r(t) moves towards t in c.stages stages over the budget
+                    stage = min(int(used * c.stages), c.stages - 1)
+                    loss = consistency_loss(ddp, x0, schedule, c, stage, teacher=teacher, generator=gen,
+                                            prediction=d.prediction)  # fmt: skip
             # Backward, clip, step. DDP averages the gradients over ranks during backward().
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -248,11 +262,14 @@ def run_training(
     overwrite: bool = False,
     progress: bool = True,
     callback: Callback | None = None,
+    teacher: nn.Module | None = None,
 ) -> dict:
     """Train, sample (EMA weights), score; write the run folder; return the metrics dict.
 
     ``config``: a RunConfig, a shipped config's name, a YAML path or a dict (``overrides`` applied).
     ``time_embedder``: optional module t [B] -> [B, model.emb_dim] replacing the UNet's default.
+    ``teacher``: a trained UNet of the config's shape: the run starts from its weights (and, with
+    ``consistency.method`` cd, distils its ODE); [`distill_run`][timestep_embed.ddpm.distill_run] passes it.
     The run folder (see [`runfolder`][timestep_embed.ddpm.runfolder]) is never written into if it holds a run,
     unless ``resume`` (continue it, by default with its own config.yaml; only changes that leave the
     trained model the same are accepted) or ``overwrite`` (its run's files are removed first). A resume
@@ -276,13 +293,17 @@ def run_training(
                     clear_run(out)
             torch.manual_seed(cfg.train.seed)  # model init: identical on every rank
             model = UNet(cfg.model, time_embedder).to(rt.device)
+            if teacher is not None:
+                model.load_state_dict(teacher.state_dict())
+                teacher = teacher.to(rt.device).requires_grad_(False).eval()
             n_params = sum(p.numel() for p in model.parameters())
             if rt.is_main:
                 log.info("UNet %.2fM parameters on %s x%d, bf16=%s -> %s", n_params / 1e6, rt.device, rt.world_size,
                          rt.bf16, out)  # fmt: skip
                 if not resume:
                     cfg.save(out / "config.yaml")
-            ema, stats = train_loop(cfg, rt, model, out, resume=resume, progress=progress, callback=callback)
+            ema, stats = train_loop(cfg, rt, model, out, resume=resume, progress=progress, callback=callback,
+                                    teacher=teacher)  # fmt: skip
             metrics = {**stats, "num_params": n_params, "device": str(rt.device), "world_size": rt.world_size}
             metrics.update(bf16=rt.bf16, out_dir=str(out), versions=versions())
             if rt.is_main and stats["finished"]:
@@ -312,9 +333,12 @@ def _finish(ema: nn.Module, cfg: RunConfig, rt: Runtime, out: Path, metrics: dic
         save_npy(out / "samples.npy", samples.numpy())
         caption = f"{len(samples[:100])} of {len(samples)} samples, EMA weights, {describe_sampling(cfg)}"
         save_grid_png(samples[:100], out / "samples.png", caption=caption)
-    gamma = cfg.diffusion.min_snr_gamma
+    gamma, c = cfg.diffusion.min_snr_gamma, cfg.consistency
     what = f"Min-SNR-{gamma:g} weighted MSE" if gamma is not None else "MSE"
-    save_loss_curve(out / "log.jsonl", out / "loss_curve.png", f"training loss ({what}, {cfg.diffusion.prediction})")
+    title = f"training loss ({what}, {cfg.diffusion.prediction})"
+    if c is not None:
+        title = f"consistency loss ({c.method}, pseudo-Huber / (t - r))"
+    save_loss_curve(out / "log.jsonl", out / "loss_curve.png", title)
     if cfg.eval.enabled:  # the mean of eval.samplings samplings, samples.npy the first (its seed sample.seed)
         t0 = time.perf_counter()
         seeds = range(cfg.sample.seed + 1, cfg.sample.seed + cfg.eval.samplings)

@@ -36,6 +36,9 @@ def describe_sampling(cfg) -> str:
     names = {"ddpm": "ancestral DDPM", "ddim": f"DDIM (eta {s.eta:g})", "dpm++2m": "DPM-Solver++(2M)", "heun": "Heun"}
     if s.sampler == "euler":
         return f"rectified flow, Euler, {s.steps} steps, seed {s.seed}"
+    if s.sampler == "consistency":
+        calls = f"{s.steps} model call" + ("s" if s.steps > 1 else "")
+        return f"consistency, {calls}, sigma {s.sigma_max:g} to {s.last_sigma:g}, noise x{s.noise_scale:g}, seed {s.seed}"
     name = names[s.sampler]
     if s.spacing == "karras":
         return f"{name}, {s.steps} Karras noise levels from sigma {s.sigma_max:g}, seed {s.seed}"
@@ -66,6 +69,7 @@ def generate(model: nn.Module, cfg, rt: Runtime, progress: bool = False) -> torc
                 steps=s.steps,
                 spacing=s.spacing,
                 sigma_max=s.sigma_max,
+                last_sigma=s.last_sigma,
                 eta=s.eta,
                 noise_scale=s.noise_scale,
                 generator=gen,

@@ -1,0 +1,183 @@
+"""Consistency models from a diffusion model: the parameterisation, the tuning loss and the multistep sampler.
+
+No nn.Module here: the model is an argument, called as in [`diffusion`][timestep_embed.ddpm.diffusion].
+
+Symbols: the variance-exploding view of a VP schedule (Karras et al. 2022, "EDM", sec. 2):
+``x = x_vp / sqrt(abar) = x0 + sigma eps`` with ``sigma = sqrt((1 - abar) / abar)``. A consistency function
+``f(x, sigma)`` maps every point of one probability-flow ODE trajectory to its start ``x0``, with the boundary
+condition ``f(x, 0) = x`` (Song et al. 2023, "Consistency Models", eq. 3). Here ``f`` is the diffusion model's own
+data prediction, EDM's denoiser ``D(x, sigma) = x - sigma eps_hat(x / sqrt(1 + sigma^2), t(sigma))``: the boundary
+condition holds exactly, and a student that starts as the teacher's weights starts as its one-step denoiser, which
+is where easy consistency tuning begins (Geng et al. 2024, "ECT", sec. 3).
+
+Training ([`consistency_loss`][timestep_embed.ddpm.consistency.consistency_loss]): sigma_t log-normal, a nearer
+level r(t) < t that moves towards t stage by stage (ECT's mapping, sec. 3.2), and the pseudo-Huber distance between
+``f(x_t, t)`` and the stopped-gradient ``f(x_r, r)`` weighted by 1 / (t - r) (Song & Dhariwal 2023, "iCT"; ECT).
+``x_r`` is ``x0 + r eps`` with the same ``eps`` (consistency tuning/training, ``method="ect"``) or one Euler step of
+the teacher's ODE from ``x_t`` (consistency distillation, ``method="cd"``, Song et al. 2023 Algorithm 2).
+Sampling ([`consistency_sample`][timestep_embed.ddpm.consistency.consistency_sample]): Song et al. 2023 Algorithm 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar, Literal, get_args
+
+import torch
+
+from .diffusion import Model, Schedule, coef, predict_x0_eps, randn
+from .schema import ConfigError, check_section
+
+__all__ = [
+    "ConsistencyConfig",
+    "sigma_table",
+    "model_time_at",
+    "consistency_function",
+    "nearer_sigma",
+    "consistency_loss",
+    "consistency_levels",
+    "consistency_sample",
+]
+
+Method = Literal["ect", "cd"]  # consistency tuning (the data's own noise) or distillation (the teacher's ODE step)
+METHODS = get_args(Method)
+
+
+@dataclass
+class ConsistencyConfig:
+    """The consistency objective (``consistency`` in a run's config; ``null`` for a diffusion run).
+
+    ``timestep-embed distill`` sets it on a trained run's config; the budget and the optimizer are ``train.*``."""
+
+    KEY: ClassVar[str] = "consistency"
+    RANGES: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("sigma_max", "sigma_std", "huber_c", "stages"), "> 0"),
+        "mapping_k": ">= 0",
+    }
+    method: Method = "ect"
+    sigma_max: float = 10.0  # the largest training sigma (and the sampler's first level)
+    sigma_mean: float = -1.1  # ln sigma_t ~ N(sigma_mean, sigma_std^2), ECT's (iCT's) choice
+    sigma_std: float = 2.0
+    stages: int = 4  # r(t) moves towards t in this many stages over the budget: t - r halves each stage
+    mapping_k: float = 8.0  # ECT's n(t) = 1 + k sigmoid(-t): small sigmas take larger steps
+    huber_c: float = 0.015  # pseudo-Huber c: iCT's 0.00054 sqrt(d) for d = 28 * 28 pixels
+
+    def __post_init__(self) -> None:
+        check_section(self)
+        if not isinstance(self.stages, int):
+            raise ConfigError(f"consistency.stages = {self.stages!r}: expected a positive int")
+
+
+def sigma_table(schedule: Schedule) -> torch.Tensor:
+    """sigma_VE = sqrt((1 - abar) / abar) at each of the schedule's steps (float64 [T], ascending)."""
+    abar = schedule.alphas_cumprod
+    return ((1 - abar) / abar).sqrt()
+
+
+def model_time_at(schedule: Schedule, sigma: torch.Tensor) -> torch.Tensor:
+    """The model's time input (float32 [B]) at noise levels ``sigma`` [B]: the fractional index where the schedule's
+    log sigma reaches log ``sigma``, linear between steps and clamped to [0, T - 1] (diffusers' ``_sigma_to_t``), then
+    ``schedule.model_t`` there, linearly. The training steps themselves get their own ``model_t`` exactly."""
+    log_table = sigma_table(schedule).log()
+    s = sigma.detach().to("cpu", torch.float64).clamp(min=1e-20).log()
+    hi = torch.searchsorted(log_table, s).clamp(1, max(schedule.T - 1, 1))
+    if schedule.T == 1:
+        return schedule.model_t.expand(len(s)).float()
+    w = ((s - log_table[hi - 1]) / (log_table[hi] - log_table[hi - 1])).clamp(0, 1)
+    t = schedule.model_t[hi - 1] + w * (schedule.model_t[hi] - schedule.model_t[hi - 1])
+    return t.float()
+
+
+def consistency_function(
+    model: Model, x: torch.Tensor, sigma: torch.Tensor, schedule: Schedule, prediction: str = "eps"
+) -> torch.Tensor:
+    """f(x, sigma) = D(x, sigma), the data prediction of an eps- or v-model at the VE point ``x`` [B, ...] and noise
+    levels ``sigma`` (float [B], >= 0); exactly ``x`` where sigma is 0 (the boundary condition, Song et al. eq. 3)."""
+    sigma64 = sigma.detach().to("cpu", torch.float64)
+    abar = 1 / (1 + sigma64**2)
+    x_vp = coef(abar.sqrt(), x) * x
+    out = model(x_vp, model_time_at(schedule, sigma64).to(x.device)).to(x.dtype)
+    x0, _ = predict_x0_eps(out, x_vp, abar, prediction)
+    return torch.where(coef(sigma64, x) == 0, x, x0)
+
+
+def nearer_sigma(t: torch.Tensor, stage: int, mapping_k: float = 8.0, q: float = 2.0) -> torch.Tensor:
+    """ECT's r(t) (Geng et al. 2024, sec. 3.2): r = t (1 - n(t) / q^(stage + 1)), n(t) = 1 + k sigmoid(-t), clamped
+    at 0, so r = 0 (plain denoising) for the small sigmas at first and t - r halves with each stage."""
+    n = 1 + mapping_k * torch.sigmoid(-t)
+    return (t * (1 - n / q ** (stage + 1))).clamp(min=0)
+
+
+def consistency_loss(
+    model: Model,
+    x0: torch.Tensor,
+    schedule: Schedule,
+    cfg: ConsistencyConfig,
+    stage: int,
+    *,
+    teacher: Model | None = None,
+    generator: torch.Generator | None = None,
+    prediction: str = "eps",
+) -> torch.Tensor:
+    """The consistency loss of a batch ``x0`` [B, C, H, W] (float32 scalar): ln t ~ N(sigma_mean, sigma_std^2) capped
+    at ``sigma_max``, r = [`nearer_sigma`][timestep_embed.ddpm.consistency.nearer_sigma](t, stage), x_t = x0 + t eps,
+    x_r as the module docstring says (``cfg.method``; ``"cd"`` needs ``teacher``), loss = mean over the batch of
+    (sqrt(||f(x_t, t) - sg f(x_r, r)||^2 + c^2) - c) / (t - r)."""
+    if cfg.method == "cd" and teacher is None:
+        raise ValueError("consistency method 'cd' (distillation) needs the teacher model")
+    dev = generator.device if generator is not None else x0.device
+    log_t = cfg.sigma_mean + cfg.sigma_std * torch.randn(x0.shape[0], generator=generator, device=dev)
+    t = log_t.to("cpu", torch.float64).exp().clamp(float(sigma_table(schedule)[0]), cfg.sigma_max)
+    r = nearer_sigma(t, stage, cfg.mapping_k)
+    eps = randn(x0.shape, generator, x0)
+    x_t = x0 + coef(t, x0) * eps
+    with torch.no_grad():
+        if cfg.method == "ect":
+            x_r = x0 + coef(r, x0) * eps
+        else:  # one Euler step of the teacher's probability-flow ODE, dx/dsigma = (x - D(x, sigma)) / sigma
+            d = (x_t - consistency_function(teacher, x_t, t, schedule, prediction).float()) / coef(t, x0)
+            x_r = x_t + coef(r - t, x0) * d
+        target = consistency_function(model, x_r, r, schedule, prediction).float()
+    pred = consistency_function(model, x_t, t, schedule, prediction).float()
+    distance = ((pred - target).pow(2).flatten(1).sum(1) + cfg.huber_c**2).sqrt() - cfg.huber_c
+    return (distance / (t - r).float().to(x0.device)).mean()
+
+
+def consistency_levels(steps: int, sigma_max: float, last_sigma: float) -> list[float]:
+    """``steps`` noise levels from ``sigma_max`` down to ``last_sigma``, evenly spaced in log sigma (one: sigma_max)."""
+    if not (isinstance(steps, int) and steps >= 1):
+        raise ValueError(f"steps={steps!r}: expected a positive int")
+    if not 0 < last_sigma <= sigma_max:
+        raise ValueError(f"last_sigma={last_sigma!r}: expected a noise level in (0, sigma_max={sigma_max!r}]")
+    if steps == 1:
+        return [float(sigma_max)]
+    ratio = math.log(last_sigma / sigma_max) / (steps - 1)
+    return [float(sigma_max * math.exp(i * ratio)) for i in range(steps)]
+
+
+@torch.no_grad()
+def consistency_sample(
+    model: Model,
+    x: torch.Tensor,
+    schedule: Schedule,
+    levels: list[float],
+    *,
+    generator: torch.Generator | None = None,
+    prediction: str = "eps",
+    noise_scale: float = 1.0,
+    clip_x0: bool = True,
+) -> torch.Tensor:
+    """Multistep consistency sampling (Song et al. 2023, Algorithm 1) from ``x`` ~ N(0, I) [B, C, H, W]: x0 =
+    f(levels[0] x, levels[0]), then at each further level x0 = f(x0 + noise_scale level z, level), one model call a
+    level; each x0 clipped to [-1, 1] when ``clip_x0``. Returns x0 (the dtype of ``x``)."""
+    batch = x.shape[0]
+
+    def f(point: torch.Tensor, level: float) -> torch.Tensor:
+        x0 = consistency_function(model, point, torch.full((batch,), level, dtype=torch.float64), schedule, prediction)
+        return x0.clamp(-1, 1) if clip_x0 else x0
+
+    x0 = f(levels[0] * x, levels[0])
+    for level in levels[1:]:
+        x0 = f(x0 + noise_scale * level * randn(x.shape, generator, x), level)
+    return x0
