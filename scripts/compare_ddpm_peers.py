@@ -40,7 +40,7 @@ import torch
 from _common import add_config_args, fail, load_config, markdown_table, write_json
 
 from timestep_embed.ddpm import Runtime, UNet, adamw, load_mnist, run_training, score, update_ema
-from timestep_embed.ddpm.plots import save_grid_png
+from timestep_embed.ddpm.plots import save_samples_png
 from timestep_embed.ddpm.train import lr_at
 from timestep_embed.progress import progress as progress_bar
 
@@ -221,7 +221,7 @@ def main() -> int:
             if name == "diffusers"
             else (run_lucidrains(cfg, args.minutes, tuned=name == "lucidrains_cpu"))
         )
-        save_grid_png(samples[:100], out / f"{name}_samples.png")
+        save_samples_png(samples[:100], out / f"{name}_samples.png")
         stats.update(score(cfg, samples))
         rows[name] = stats
         write_json(out / "compare.json", rows)

@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     for seed in args.seeds:
         for name in args.levers:
             run = args.out / name / f"seed{seed}"
-            fixed = [*REFERENCE, f"train.steps={args.steps}", f"train.seed={seed}", "train.grid_every=0"]
+            fixed = [*REFERENCE, f"train.steps={args.steps}", f"train.seed={seed}", "train.snapshot_every=0"]
             cfg = load_config(args, [*fixed, *LEVERS[name]])
             if not (run / "metrics.json").is_file():
                 t0 = time.time()

@@ -1,7 +1,7 @@
 """Named conventions of the sinusoid: the presets real codebases use, diffusers' flags, column permutations.
 
 A [`Convention`][timestep_embed.Convention] fixes everything about the sinusoid but its width: how the sin/cos columns
-are arranged (``layout``, ``first``), the frequency grid (``freq_shift``, ``max_period``) and the
+are arranged (``layout``, ``first``), the frequencies (``freq_shift``, ``max_period``) and the
 argument's multiplier ``scale`` and an output ``gain``. With ``h = dim // 2`` and ``k = 0 .. h-1``:
 ``w_k = max_period ** (-k / (h - freq_shift))`` and the columns hold ``gain * sin(scale * t * w_k)``
 and ``gain * cos(scale * t * w_k)``.
@@ -40,7 +40,7 @@ class Convention:
         first: ``"sin"`` or ``"cos"``: the function of the first half / the even columns.
         freq_shift: ``w_k = max_period ** (-k / (h - freq_shift))``. 0 spaces the exponents over
             [0, 1) (ADM, Vaswani), 1 over [0, 1] (DDPM, TF's ``half_dim - 1``).
-        max_period: the longest period of the grid (10000 in every codebase we know).
+        max_period: the longest period of the frequencies (10000 in every codebase we know).
         scale: multiplies the argument: ``sin(scale * t * w_k)``.
         gain: multiplies the output: ``gain * sin(...)`` (x-transformers' ScaledSinusoidalEmbedding
             starts at ``dim ** -0.5``); 1 everywhere else.
@@ -61,9 +61,9 @@ class Convention:
         for name in _GRID_FIELDS:
             check_real(getattr(self, name), name)
         if self.max_period <= 0:
-            raise ValueError(f"max_period must be > 0 (the longest period of the grid), got {self.max_period!r}")
+            raise ValueError(f"max_period must be > 0 (the longest period of the frequencies), got {self.max_period!r}")
 
-    def same_grid(self, other: Convention) -> bool:
+    def same_frequencies(self, other: Convention) -> bool:
         """True when both hold the same values (possibly in another column order)."""
         return all(getattr(self, name) == getattr(other, name) for name in _GRID_FIELDS)
 
@@ -158,17 +158,17 @@ def convention_to_diffusers(convention: str | Convention) -> dict:
 def layout_permutation(source: str | Convention, target: str | Convention, dim: int) -> np.ndarray:
     """Column permutation ``perm`` [dim] with ``emb_target == emb_source[..., perm]``.
 
-    Exists when both conventions share the frequency grid (freq_shift, max_period, scale). To keep
+    Exists when both conventions share the frequencies (freq_shift, max_period, scale). To keep
     a trained model's output when its embedding switches from ``source`` to ``target``, permute the
     first Linear layer's input columns: ``W_new = W[:, perm]`` gives ``W_new @ emb_target == W @ emb_source``.
     """
     src, dst = resolve_convention(source), resolve_convention(target)
     check_int(dim, "dim")
-    if not src.same_grid(dst):
+    if not src.same_frequencies(dst):
         names = [n for n in _GRID_FIELDS if getattr(src, n) != getattr(dst, n)]
         diffs = "; ".join(f"{n}: {getattr(src, n)} vs {getattr(dst, n)}" for n in names)
         raise ValueError(
-            f"no column permutation maps these conventions onto each other: their frequency grids differ ({diffs}), "
+            f"no column permutation maps these conventions onto each other: their frequencies differ ({diffs}), "
             "so the values themselves differ"
         )
     perm = np.arange(dim)  # an odd dim's zero column stays last

@@ -283,8 +283,9 @@ def test_the_default_config_file_sets_nothing():
 def test_describe_keys_shows_readable_types():
     text = config_module.describe_keys()
     assert "train.threads = null  (int or null)" in text
-    assert "sample.sampler = ddpm  (one of 'ddpm', 'ddim', 'dpm++2m', 'heun', 'euler')" in text
+    assert "sample.sampler = ddpm  (one of 'ddpm', 'ddim', 'dpm++2m', 'heun', 'euler', 'consistency')" in text
     assert "Literal" not in text and "Union" not in text
+    assert "consistency = null  (ConsistencyConfig or null)" in text  # a diffusion run has no consistency section
 
 
 def test_rectified_flow_needs_its_sampler_and_no_min_snr():

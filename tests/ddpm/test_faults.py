@@ -26,7 +26,7 @@ from timestep_embed.ddpm.checkpoint import load_checkpoint, save_checkpoint
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
 FAST = ["eval.enabled=false", "sample.num_samples=4", "sample.batch_size=4", "sample.steps=3", "train.bf16=false",
-        "train.threads=1", "train.steps=4", "train.grid_every=2"]  # fmt: skip
+        "train.threads=1", "train.steps=4", "train.snapshot_every=2"]  # fmt: skip
 
 
 def fast(*extra: str) -> list[str]:
@@ -159,11 +159,12 @@ def test_a_folder_that_holds_a_run_is_refused_and_overwrite_clears_it(tmp_path):
     (run / "checkpoint.safetensors").unlink()  # only config.yaml and the rest are left: still a run
     with pytest.raises(FileExistsError, match="already holds a run"):
         run_training(SMOKE, run, overrides=FAST, progress=False)
-    (run / "grid_000999.png").write_bytes(b"old")
+    (run / "snapshot_000999.png").write_bytes(b"old")
+    (run / "grid_000998.png").write_bytes(b"old")  # 0.2's name for a snapshot
     (run / ".checkpoint.safetensors.abc123.tmp").write_bytes(b"x" * 1000)  # left by a kill mid-write
-    run_training(SMOKE, run, overrides=fast("train.grid_every=0"), progress=False, overwrite=True)
+    run_training(SMOKE, run, overrides=fast("train.snapshot_every=0"), progress=False, overwrite=True)
     names = {p.name for p in run.iterdir()}
-    assert "grid_000999.png" not in names and not any(n.endswith(".tmp") for n in names)
+    assert not {"snapshot_000999.png", "grid_000998.png"} & names and not any(n.endswith(".tmp") for n in names)
 
 
 def test_a_full_disk_is_one_line_on_stderr_and_the_run_survives(tmp_path, monkeypatch, capsys):

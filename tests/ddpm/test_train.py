@@ -78,8 +78,8 @@ def test_smoke_pipeline_writes_the_run_folder(tmp_path):
         "samples.npy",
         "samples.png",
         "metrics.json",
-        "grid_000010.png",
-        "grid_000020.png",
+        "snapshot_000010.png",
+        "snapshot_000020.png",
     } <= names
     on_disk = json.loads((tmp_path / "run" / "metrics.json").read_text())
     for key in ("fd", "entropy", "confidence", "real_fd", "noise_fd", "train_steps", "steps_per_s"):
@@ -212,7 +212,7 @@ def test_ddp_two_cpu_processes_keep_identical_weights(tmp_path):
 
 def test_a_time_budget_runs_on_the_wall_clock(monkeypatch):
     """``train.minutes`` counts the wall clock since training began (plus what a resumed run had used),
-    so a paused machine or time spent outside the steps (grids, checkpoints) is counted too."""
+    so a paused machine or time spent outside the steps (snapshots, checkpoints) is counted too."""
     cfg = RunConfig.load(SMOKE, ["train.minutes=10"])
     now = [1000.0]
     monkeypatch.setattr(train_module.time, "time", lambda: now[0])

@@ -163,7 +163,7 @@ def embedding_causes(a: np.ndarray, b: np.ndarray, timesteps, tol: float = 1e-4)
                 causes.append(f"timesteps rounded before the embedding: A {da.rounding}, B {db.rounding}")
             return causes
     orders = [Convention(layout, first) for layout in ("concat", "interleaved") for first in ("sin", "cos")]
-    for src in orders:  # a pure column permutation, whatever the frequency grid
+    for src in orders:  # a pure column permutation, whatever the frequencies
         for dst in orders:
             if src != dst and dim >= 2 and np.abs(a[:, layout_permutation(src, dst, dim)] - b).max() <= tol:
                 return [

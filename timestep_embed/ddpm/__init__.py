@@ -23,12 +23,11 @@ from .config import (
 )
 from .consistency import ConsistencyConfig, consistency_function, consistency_loss
 from .data import DataError, load_mnist
-from .distill import distill_run
 from .diffusion import Schedule, make_schedule, schedule_from_config, training_loss
 from .evaluate import evaluate_samples, format_report, frechet_distance, score
 from .runtime import Runtime
 from .schema import ConfigError
-from .train import Callback, adamw, run_training, train_loop, update_ema
+from .train import Callback, adamw, distill_run, run_training, train_loop, update_ema
 from .trained import describe_sampling, export_run, generate, load_model, run_config, sample_run
 from .unet import UNet, UNetConfig
 

@@ -106,7 +106,7 @@ class TrainConfig:
     RANGES: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("minutes", "steps", "batch_size", "lr", "grad_clip", "threads"), "> 0"),
         **dict.fromkeys(("log_every", "checkpoint_minutes"), "> 0"),
-        **dict.fromkeys(("warmup_steps", "weight_decay", "grid_every"), ">= 0"),
+        **dict.fromkeys(("warmup_steps", "weight_decay", "snapshot_every"), ">= 0"),
         "min_lr_ratio": "[0, 1]",
         "ema_decay": "[0, 1)",
         "adam_beta2": "(0, 1)",
@@ -127,8 +127,8 @@ class TrainConfig:
     seed: int = 0
     log_every: int = 25  # steps between log.jsonl lines
     checkpoint_minutes: float = 5.0  # periodic checkpoint; one is always written at the end
-    grid_every: int = 500  # steps between progress grids grid_<step>.png (16 EMA samples, 20 steps); 0 = off
-    tensorboard: bool = False  # also write the loss and the progress grids for TensorBoard (RUN/tensorboard/)
+    snapshot_every: int = 500  # steps between snapshot_<step>.png (16 EMA samples, 20 steps); 0 = off
+    tensorboard: bool = False  # also write the loss and the progress snapshots for TensorBoard (RUN/tensorboard/)
     out_dir: str = "runs/ddpm_mnist"
 
     def __post_init__(self) -> None:
@@ -267,11 +267,13 @@ def stored_config(data: Mapping | str | Path, overrides: Sequence[str] = ()) -> 
     path), read as this version reads it. Configs written by 0.2 held two keys that are gone, and they
     are dropped here, so those runs sample and resume as before: ``train.job_minutes`` (a cap on the
     whole job; the budget is ``train.minutes`` alone now) and ``train.threads: auto`` (a timed choice,
-    now torch's own default, null)."""
+    now torch's own default, null); ``train.grid_every`` is read as its new name ``train.snapshot_every``."""
     stored: dict = read_yaml(data) if isinstance(data, (str, Path)) else json.loads(json.dumps(data))  # a copy
     train = stored.get("train")
     if isinstance(train, dict):
         train.pop("job_minutes", None)
+        if "grid_every" in train:
+            train["snapshot_every"] = train.pop("grid_every")
         train["threads"] = None if train.get("threads") == "auto" else train.get("threads")
     return RunConfig.load(stored, overrides)
 

@@ -126,6 +126,7 @@ def consistency_loss(
     (sqrt(||f(x_t, t) - sg f(x_r, r)||^2 + c^2) - c) / (t - r)."""
     if cfg.method == "cd" and teacher is None:
         raise ValueError("consistency method 'cd' (distillation) needs the teacher model")
+    teacher = teacher if cfg.method == "cd" else None
     dev = generator.device if generator is not None else x0.device
     log_t = cfg.sigma_mean + cfg.sigma_std * torch.randn(x0.shape[0], generator=generator, device=dev)
     t = log_t.to("cpu", torch.float64).exp().clamp(float(sigma_table(schedule)[0]), cfg.sigma_max)
@@ -133,7 +134,7 @@ def consistency_loss(
     eps = randn(x0.shape, generator, x0)
     x_t = x0 + coef(t, x0) * eps
     with torch.no_grad():
-        if cfg.method == "ect":
+        if teacher is None:  # ect
             x_r = x0 + coef(r, x0) * eps
         else:  # one Euler step of the teacher's probability-flow ODE, dx/dsigma = (x - D(x, sigma)) / sigma
             d = (x_t - consistency_function(teacher, x_t, t, schedule, prediction).float()) / coef(t, x0)

@@ -108,8 +108,8 @@ def linear_betas(T: int = 1000, beta_start: float = 1e-4, beta_end: float = 0.02
 
 def cosine_betas(T: int = 1000, max_beta: float = 0.999) -> torch.Tensor:  # noqa: N803
     """Nichol & Dhariwal 2021, eq. 17: beta_t = min(1 - abar(t/T) / abar((t-1)/T), 0.999) (float64 [T])."""
-    grid = torch.arange(T + 1, dtype=torch.float64) / T
-    f = _cosine_alpha_bar(grid)
+    points = torch.arange(T + 1, dtype=torch.float64) / T
+    f = _cosine_alpha_bar(points)
     return (1 - f[1:] / f[:-1]).clamp(max=max_beta)
 
 
@@ -122,7 +122,7 @@ def make_schedule(
 ) -> Schedule:
     """Build a linear or cosine [`Schedule`][timestep_embed.ddpm.Schedule] of ``num_timesteps`` steps.
 
-    With ``continuous=True`` the schedule is the continuous abar(t), t in [0, 1], sampled on the grid
+    With ``continuous=True`` the schedule is the continuous abar(t), t in [0, 1], sampled at the points
     t_i = (i + 1) / T; the model is fed ``1000 * t_i`` (float), and [`training_loss`][timestep_embed.ddpm.training_loss]
     draws t ~ U(1/T, 1) instead of an index.
     """

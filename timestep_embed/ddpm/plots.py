@@ -1,4 +1,4 @@
-"""A run's pictures: sample grids with a caption and the loss curve.
+"""A run's pictures: tiled samples with a caption, and the loss curve.
 
 Drawn on matplotlib's Agg canvas ([`new_figure`][timestep_embed.analysis.figures.new_figure]: no display, no
 pyplot state) and written atomically.
@@ -15,36 +15,36 @@ import numpy as np
 from ..analysis.figures import new_figure
 from ..files import save_figure
 
-__all__ = ["grid_image", "save_grid_png", "save_loss_curve"]
+__all__ = ["tile_samples", "save_samples_png", "save_loss_curve"]
 
 
-def grid_image(samples, nrow: int = 10) -> np.ndarray:
+def tile_samples(samples, nrow: int = 10) -> np.ndarray:
     """``samples`` [N, 1, H, W] in [-1, 1] as one image [rows * (H + 2) + 2, nrow * (W + 2) + 2]."""
     x = np.asarray(samples, dtype=np.float32)[:, 0]
     n, h, w = x.shape
     rows = -(-n // nrow)
-    grid = np.full((rows * (h + 2) + 2, nrow * (w + 2) + 2), -1.0, dtype=np.float32)
+    tiled = np.full((rows * (h + 2) + 2, nrow * (w + 2) + 2), -1.0, dtype=np.float32)
     for i in range(n):
         r, c = divmod(i, nrow)
-        grid[2 + r * (h + 2) : 2 + r * (h + 2) + h, 2 + c * (w + 2) : 2 + c * (w + 2) + w] = x[i]
-    return grid
+        tiled[2 + r * (h + 2) : 2 + r * (h + 2) + h, 2 + c * (w + 2) : 2 + c * (w + 2) + w] = x[i]
+    return tiled
 
 
-def save_grid_png(samples, path, nrow: int = 10, caption: str = "", zoom: int = 2) -> Path:
+def save_samples_png(samples, path, nrow: int = 10, caption: str = "", zoom: int = 2) -> Path:
     """A PNG of ``samples`` [N, 1, H, W] in [-1, 1] (white digits on black, as MNIST), ``zoom``
-    screen pixels per image pixel, with ``caption`` above the grid, wrapped onto as many lines as the
-    grid's width needs."""
-    grid = grid_image(samples, nrow)
+    screen pixels per image pixel, with ``caption`` above the tiles, wrapped onto as many lines as the
+    image's width needs."""
+    tiled = tile_samples(samples, nrow)
     dpi, points = 100, 7.0
-    width, height = grid.shape[1] * zoom / dpi, grid.shape[0] * zoom / dpi  # inches
+    width, height = tiled.shape[1] * zoom / dpi, tiled.shape[0] * zoom / dpi  # inches
     # 0.6 em a character is wider than DejaVu Sans on average (digits 0.64 em, lowercase ~0.55, space
     # 0.32), so a wrapped line stays inside the figure.
     lines = textwrap.wrap(caption, max(12, int(0.95 * width * 72 / (0.6 * points))))
     head = (len(lines) * 1.25 * points + 5) / 72 if lines else 0.0
     fig = new_figure(width, height + head)
-    fig.set_layout_engine("none")  # the grid fills the width pixel for pixel; the caption band sits above
+    fig.set_layout_engine("none")  # the tiles fill the width pixel for pixel; the caption band sits above
     ax = fig.add_axes((0, 0, 1, height / (height + head)))
-    ax.imshow((grid + 1) / 2, cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+    ax.imshow((tiled + 1) / 2, cmap="gray", vmin=0, vmax=1, interpolation="nearest")
     ax.set_axis_off()
     if lines:
         fig.text(0.5, 1 - 2.5 / 72 / (height + head), "\n".join(lines), ha="center", va="top", fontsize=points)

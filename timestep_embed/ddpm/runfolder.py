@@ -2,7 +2,7 @@
 
 A run folder holds ``config.yaml``, ``checkpoint.safetensors`` ([`checkpoint`][timestep_embed.ddpm.checkpoint]),
 ``log.jsonl``, ``loss_curve.png``, ``samples.npy``, ``samples.png``, ``metrics.json`` and
-``grid_<step>.png``; ``timestep-embed sample`` adds ``samples-*.npy`` / ``.png``.
+``snapshot_<step>.png``; ``timestep-embed sample`` adds ``samples-*.npy`` / ``.png``.
 
 * Ownership: ``timestep_embed.files.hold`` takes an advisory lock on a file (``RUN/.lock`` for a run), so one process at
   a time writes there. The operating system drops the lock when its process ends, however it ends, so
@@ -53,7 +53,7 @@ LOCK = ".lock"
 RUN_FILES = ("config.yaml", RUN_CHECKPOINT, "log.jsonl", "loss_curve.png", "samples.npy", "samples.png", "metrics.json")
 # What a resume may change: how long the run trains, how it is watched, where it runs, how it is sampled
 # and scored. Anything else would continue training another model than the checkpoint's.
-RESUMABLE_TRAIN = ("minutes", "steps", "log_every", "checkpoint_minutes", "grid_every", "threads", "tensorboard")
+RESUMABLE_TRAIN = ("minutes", "steps", "log_every", "checkpoint_minutes", "snapshot_every", "threads", "tensorboard")
 RESUMABLE = {f"train.{k}" for k in (*RESUMABLE_TRAIN, "device", "bf16", "out_dir")}
 
 
@@ -121,9 +121,10 @@ def check_run_folder(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool
 
 
 def clear_run(folder: Path) -> None:
-    """Remove a previous run's files from ``folder`` (``--overwrite``), its grids and extra samples too."""
+    """Remove a previous run's files from ``folder`` (``--overwrite``), its snapshots and extra samples too."""
     doomed = [folder / name for name in RUN_FILES]
-    doomed += [*folder.glob("grid_*.png"), *folder.glob("samples-*.npy"), *folder.glob("samples-*.png")]
+    doomed += [*folder.glob("snapshot_*.png"), *folder.glob("samples-*.npy"), *folder.glob("samples-*.png")]
+    doomed += folder.glob("grid_*.png")  # 0.2's name for the snapshots
     for path in doomed:
         path.unlink(missing_ok=True)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from ..progress import progress as progress_bar
+from .consistency import consistency_levels, consistency_sample
 from .diffusion import (
     KARRAS_SAMPLERS,
     SAMPLERS,
@@ -30,7 +31,6 @@ from .diffusion import (
     respace,
     timestep_subsequence,
 )
-from .consistency import consistency_levels, consistency_sample
 from .solvers import dpm_solver_2m, flow_euler, heun, karras_levels
 
 __all__ = ["ddpm_step", "ddim_step", "sample"]
@@ -120,9 +120,9 @@ def sample(
     device = torch.device(device) if device is not None else (x_T.device if x_T is not None else torch.device("cpu"))
     x = x_T.to(device, torch.float32) if x_T is not None else randn(shape, generator, torch.empty(0, device=device))
     if sampler == "consistency":
-        levels = consistency_levels(steps or 1, sigma_max or 80.0, last_sigma)
+        noise_levels = consistency_levels(steps or 1, sigma_max or 80.0, last_sigma)
         net = _maybe_progress(model, progress, sampler)
-        return consistency_sample(net, x, schedule, levels, generator=generator, prediction=prediction,
+        return consistency_sample(net, x, schedule, noise_levels, generator=generator, prediction=prediction,
                                   noise_scale=noise_scale, clip_x0=clip_x0).float()  # fmt: skip
     if sampler == "euler":
         return flow_euler(_maybe_progress(model, progress, sampler), x, steps or schedule.T, schedule.T).float()

@@ -1,8 +1,10 @@
 """Train a DDPM on MNIST, then sample and score it: ``timestep-embed train`` (the default MNIST run).
 
-Read top to bottom: the loop's helpers (learning rate, optimizer, EMA, budget, log, progress grids),
+Read top to bottom: the loop's helpers (learning rate, optimizer, EMA, budget, log, progress snapshots),
 the loop ([`train_loop`][timestep_embed.ddpm.train_loop], in commented stanzas), the whole run
-([`run_training`][timestep_embed.ddpm.run_training]). With ``config.py``, ``checkpoint.py`` and ``runfolder.py`` that is
+([`run_training`][timestep_embed.ddpm.run_training]), and ``timestep-embed distill``
+([`distill_run`][timestep_embed.ddpm.distill_run]: the same run, starting from a trained one, with the consistency
+objective). With ``config.py``, ``checkpoint.py`` and ``runfolder.py`` that is
 everything a run does. Python use:
 
     from timestep_embed.ddpm import run_training
@@ -18,7 +20,7 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -28,11 +30,11 @@ from ..files import atomic_write_bytes, hold, save_npy, versions
 from ..progress import progress as progress_bar
 from .checkpoint import RUN_CHECKPOINT, load_training_state, save_training_state
 from .config import DEFAULT_CONFIG, RunConfig, TrainConfig
-from .consistency import consistency_loss
+from .consistency import ConsistencyConfig, consistency_loss
 from .data import load_mnist
 from .diffusion import schedule_from_config, training_loss
 from .evaluate import score
-from .plots import save_grid_png, save_loss_curve
+from .plots import save_loss_curve, save_samples_png
 from .runfolder import (
     LOCK,
     check_run_folder,
@@ -43,10 +45,21 @@ from .runfolder import (
     run_config_for,
 )
 from .runtime import Runtime, broadcast_float, cleanup, setup
-from .trained import describe_sampling, generate
+from .schema import ConfigError, to_dict
+from .trained import describe_sampling, generate, load_model
 from .unet import UNet
 
-__all__ = ["Callback", "lr_at", "adamw", "update_ema", "train_loop", "run_training"]
+__all__ = [
+    "Callback",
+    "lr_at",
+    "adamw",
+    "update_ema",
+    "train_loop",
+    "run_training",
+    "DISTILL_DEFAULTS",
+    "distill_config",
+    "distill_run",
+]
 
 log = logging.getLogger(__name__)
 # Called after every step with (step, model, ema, loss); returning True stops the run as Ctrl-C would.
@@ -142,7 +155,7 @@ class TrainingLog:
                 handle.close()
 
 
-def progress_grid(ema: nn.Module, cfg: RunConfig, rt: Runtime, n: int = 16, steps: int = 20):
+def progress_snapshot(ema: nn.Module, cfg: RunConfig, rt: Runtime, n: int = 16, steps: int = 20):
     """A quick look during training: ``n`` EMA samples with ``steps`` ancestral (flow: Euler) steps, or the run's
     own consistency sampler, from their own generator (``sample.seed``), so the training's random stream is
     untouched; (samples, how)."""
@@ -171,7 +184,7 @@ def train_loop(
 
     The objective: denoising ([`training_loss`][timestep_embed.ddpm.training_loss]), or with ``cfg.consistency``
     [`consistency_loss`][timestep_embed.ddpm.consistency.consistency_loss] (``teacher``: the model whose ODE
-    ``consistency.method`` cd distils). Writes ``checkpoint.safetensors``, ``log.jsonl`` and the progress grids in
+    ``consistency.method`` cd distils). Writes ``checkpoint.safetensors``, ``log.jsonl`` and the progress snapshots in
     ``out_dir`` (rank 0). ``callback``: see `Callback`. Ctrl-C saves a checkpoint and stops.
     """
     t, d, c, path = cfg.train, cfg.diffusion, cfg.consistency, out_dir / RUN_CHECKPOINT
@@ -219,15 +232,15 @@ def train_loop(
             step += 1
             losses.append(loss.item())
             logbook.step(step, losses, lr, grad_norm, budget.elapsed)
-            # The budget; a look at the EMA every grid_every steps; a checkpoint every checkpoint_minutes.
+            # The budget; a look at the EMA every snapshot_every steps; a checkpoint every checkpoint_minutes.
             done = budget.progress(step) >= 1
             if callback is not None and callback(step, model, ema, losses[-1]):
                 break
-            if rt.is_main and t.grid_every and step % t.grid_every == 0:
-                grid, how = progress_grid(ema, cfg, rt)
-                caption = f"step {step}, EMA weights, {len(grid)} samples, {how}"
-                save_grid_png(grid, out_dir / f"grid_{step:06d}.png", nrow=8, caption=caption)
-                logbook.image("progress", grid, step)
+            if rt.is_main and t.snapshot_every and step % t.snapshot_every == 0:
+                look, how = progress_snapshot(ema, cfg, rt)
+                caption = f"step {step}, EMA weights, {len(look)} samples, {how}"
+                save_samples_png(look, out_dir / f"snapshot_{step:06d}.png", nrow=8, caption=caption)
+                logbook.image("progress", look, step)
             if rt.is_main and not done and time.time() - last_checkpoint > 60 * t.checkpoint_minutes:
                 save_training_state(path, cfg.to_dict(), model, ema, opt, gen, step, budget.elapsed)
                 last_checkpoint = time.time()
@@ -332,7 +345,7 @@ def _finish(ema: nn.Module, cfg: RunConfig, rt: Runtime, out: Path, metrics: dic
         metrics["sample_seconds"] = round(time.perf_counter() - t0, 2)
         save_npy(out / "samples.npy", samples.numpy())
         caption = f"{len(samples[:100])} of {len(samples)} samples, EMA weights, {describe_sampling(cfg)}"
-        save_grid_png(samples[:100], out / "samples.png", caption=caption)
+        save_samples_png(samples[:100], out / "samples.png", caption=caption)
     gamma, c = cfg.diffusion.min_snr_gamma, cfg.consistency
     what = f"Min-SNR-{gamma:g} weighted MSE" if gamma is not None else "MSE"
     title = f"training loss ({what}, {cfg.diffusion.prediction})"
@@ -349,3 +362,62 @@ def _finish(ema: nn.Module, cfg: RunConfig, rt: Runtime, out: Path, metrics: dic
     atomic_write_bytes(out / "metrics.json", (json.dumps(metrics, indent=2, default=str) + "\n").encode())
     cfg.save(out / "config.yaml")  # now it describes what the folder holds
     return metrics
+
+
+# ----------------------------------------------------------------------------- distill: a trained run, few steps
+# What a distillation changes in the teacher's config before the user's overrides (docs/ddpm.md, few steps):
+# 6 minutes at a tenth of the training learning rate, no warmup (the student starts trained), and a sampler of
+# four consistency steps from the largest tuned noise level.
+DISTILL_DEFAULTS = (
+    "train.minutes=6",
+    "train.lr=2e-4",
+    "train.warmup_steps=0",
+    "train.snapshot_every=0",
+    "sample.sampler=consistency",
+    "sample.steps=4",
+    "sample.sigma_max=10",
+    "sample.last_sigma=0.5",
+    "sample.noise_scale=0.9",
+)
+SETTABLE = ("train.", "sample.", "eval.", "consistency.")
+
+
+def distill_config(teacher: RunConfig, overrides: Sequence[str] = ()) -> RunConfig:
+    """The distillation's config: ``teacher``'s, with a ``consistency`` section (its defaults unless the teacher's
+    config has one), [`DISTILL_DEFAULTS`][timestep_embed.ddpm.train.DISTILL_DEFAULTS], then ``overrides``."""
+    fixed = [o for o in overrides if not str(o).startswith(SETTABLE)]
+    if fixed:
+        raise ConfigError(
+            f"{fixed[0]!r}: a distillation keeps the teacher's model, data and diffusion; it takes "
+            f"overrides of {', '.join(k + '*' for k in SETTABLE)}"
+        )
+    if teacher.diffusion.prediction == "flow":
+        raise ConfigError("diffusion.prediction = 'flow': distill tunes eps- and v-prediction runs only")
+    data = teacher.to_dict()
+    data["consistency"] = data.get("consistency") or to_dict(ConsistencyConfig())
+    # two steps, so that a budget in the overrides (train.steps=...) replaces the default one (train.minutes)
+    return RunConfig.load(data).with_overrides(DISTILL_DEFAULTS).with_overrides(overrides)
+
+
+def distill_run(
+    run: str | Path,
+    out_dir: str | Path,
+    overrides: Sequence[str] = (),
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    callback: Callback | None = None,
+) -> dict:
+    """Distil the run folder (or checkpoint, or exported folder) ``run`` into the run folder ``out_dir``: train,
+    sample, score as [`run_training`][timestep_embed.ddpm.run_training] does (the same folder rules, ``resume`` and
+    ``overwrite``); returns its metrics dict."""
+    if Path(out_dir).resolve() == Path(run).resolve():
+        raise ValueError(f"--out-dir {str(out_dir)!r} is the teacher's folder: distil into a folder of its own")
+    teacher: nn.Module
+    teacher, teacher_cfg = load_model(run, ema=True)
+    cfg = distill_config(teacher_cfg, overrides)
+    cfg = cfg.replace("train", out_dir=str(out_dir))
+    return run_training(
+        cfg, out_dir, resume=resume, overwrite=overwrite, progress=progress, callback=callback, teacher=teacher
+    )

@@ -21,7 +21,7 @@ from ..weights import PRETRAINED_CONFIG, load_pretrained
 from .checkpoint import RUN_CHECKPOINT, CheckpointError, load_checkpoint, read_metadata, strip_prefix
 from .config import RunConfig, stored_config
 from .diffusion import schedule_from_config
-from .plots import save_grid_png
+from .plots import save_samples_png
 from .runtime import Runtime
 from .samplers import sample
 from .schema import ConfigError
@@ -38,7 +38,9 @@ def describe_sampling(cfg) -> str:
         return f"rectified flow, Euler, {s.steps} steps, seed {s.seed}"
     if s.sampler == "consistency":
         calls = f"{s.steps} model call" + ("s" if s.steps > 1 else "")
-        return f"consistency, {calls}, sigma {s.sigma_max:g} to {s.last_sigma:g}, noise x{s.noise_scale:g}, seed {s.seed}"
+        return (
+            f"consistency, {calls}, sigma {s.sigma_max:g} to {s.last_sigma:g}, noise x{s.noise_scale:g}, seed {s.seed}"
+        )
     name = names[s.sampler]
     if s.spacing == "karras":
         return f"{name}, {s.steps} Karras noise levels from sigma {s.sigma_max:g}, seed {s.seed}"
@@ -172,5 +174,5 @@ def sample_run(
     save_npy(npy, x.numpy(), exclusive=not overwrite)  # of two samplings racing for one name, one wins
     weights = "raw weights" if raw else "EMA weights"
     caption = f"{min(len(x), 100)} of {len(x)} samples, {weights}, {describe_sampling(cfg)}"
-    save_grid_png(x[:100], png, caption=caption)
+    save_samples_png(x[:100], png, caption=caption)
     return npy, png

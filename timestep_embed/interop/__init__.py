@@ -7,7 +7,6 @@ works without it; calling into diffusers raises an ImportError that says
 ``pip install 'timestep-embed[diffusers]'``."""
 
 from .compare import run_comparison, write_report
-from .contract import TimestepContract
 from .contracts import CONTRACTS, contract_for, edm_vp_c_noise, get_contract
 from .patch import (
     PATCHABLE,
@@ -24,6 +23,7 @@ from .patch import (
 )
 from .precision import SchedulePrecision, schedule_precision
 from .schedules import SCHEDULES, Schedule, schedule_for
+from .timestep_contract import TimestepContract
 from .trace import STAGE_KINDS, Stage, TimePathTrace, trace_stages, trace_time_path
 from .verify import PortVerdict, verify_port
 

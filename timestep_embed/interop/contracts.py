@@ -9,11 +9,11 @@ computes exactly what the contract says: the sinusoid's input and output, and th
 
 from __future__ import annotations
 
-from .contract import TimestepContract
 from .custom_contracts import CUSTOM_CONTRACTS
 from .derived_contracts import DERIVED_CONTRACTS
 from .flux_like_contracts import FLUX_LIKE_CONTRACTS
 from .image_contracts import IMAGE_CONTRACTS
+from .timestep_contract import TimestepContract
 from .transformer_contracts import TRANSFORMER_CONTRACTS
 from .unet_contracts import UNET_CONTRACTS, edm_vp_c_noise
 from .video_contracts import VIDEO_CONTRACTS

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..conventions import get_convention
-from .contract import TimestepContract, diffusers_sources, in_model_dtype
+from .timestep_contract import TimestepContract, diffusers_sources, in_model_dtype
 
 __all__ = ["CUSTOM_CONTRACTS"]
 

@@ -8,7 +8,7 @@ HunyuanVideo-Framepack HunyuanVideo's (the same pipeline arithmetic)."""
 from __future__ import annotations
 
 from ..conventions import convention_from_diffusers, get_convention
-from .contract import TimestepContract, diffusers_sources, in_model_dtype, over_1000
+from .timestep_contract import TimestepContract, diffusers_sources, in_model_dtype, over_1000
 
 __all__ = ["DERIVED_CONTRACTS"]
 

@@ -10,8 +10,8 @@ import torch
 
 from ..analysis.relation import relate
 from ..sinusoidal import sinusoidal_embedding
-from .contract import TimestepContract
 from .stage import Stage
+from .timestep_contract import TimestepContract
 
 __all__ = ["flag_stages"]
 

@@ -6,7 +6,7 @@ from the diffusers model and pipeline files it cites."""
 from __future__ import annotations
 
 from ..conventions import get_convention
-from .contract import TimestepContract, diffusers_sources, in_dtype_times_1000, over_1000
+from .timestep_contract import TimestepContract, diffusers_sources, in_dtype_times_1000, over_1000
 
 __all__ = ["FLUX_LIKE_CONTRACTS"]
 

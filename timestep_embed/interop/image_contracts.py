@@ -5,7 +5,7 @@ files it cites (what the pipeline passes as ``timestep``, what the model does wi
 from __future__ import annotations
 
 from ..conventions import convention_from_diffusers, get_convention
-from .contract import TimestepContract, diffusers_sources, in_model_dtype, over_1000
+from .timestep_contract import TimestepContract, diffusers_sources, in_model_dtype, over_1000
 
 __all__ = ["IMAGE_CONTRACTS"]
 

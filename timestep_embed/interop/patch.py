@@ -19,7 +19,7 @@ from torch import nn
 
 from ..conventions import Convention, convention_from_diffusers, convention_to_diffusers
 from ..nn import FourierEmbedding, SinusoidalEmbedding, TimestepEmbedder, TimestepMLP
-from ..nn.checkpoints import load_state_dict_checked
+from ..nn.time_path import load_state_dict_checked
 from ..sinusoidal import sinusoidal_embedding
 from .trace import is_dit_style
 

@@ -26,9 +26,9 @@ from torch import nn
 
 from ..conventions import Convention
 from ..sinusoidal import frequencies
-from .contract import TimestepContract
 from .contracts import contract_for, get_contract
 from .schedules import Schedule, schedule_for
+from .timestep_contract import TimestepContract
 
 __all__ = ["SchedulePrecision", "schedule_precision", "sinusoid64", "SAFE_FRACTION"]
 

@@ -22,11 +22,11 @@ from torch import nn
 
 from ..guards import TimestepsLike, as_tensor
 from ..nn import FourierEmbedding, SinusoidalEmbedding, TimestepMLP
-from .contract import TimestepContract
 from .contracts import contract_for, get_contract
 from .flags import flag_stages
 from .precision import schedule_precision
 from .stage import STAGE_KINDS, Stage
+from .timestep_contract import TimestepContract
 
 __all__ = ["Stage", "TimePathTrace", "trace_time_path", "trace_stages", "STAGE_KINDS"]
 

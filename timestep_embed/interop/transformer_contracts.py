@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..conventions import convention_from_diffusers, get_convention
-from .contract import TimestepContract, in_dtype_times_1000, over_1000
+from .timestep_contract import TimestepContract, in_dtype_times_1000, over_1000
 
 __all__ = ["TRANSFORMER_CONTRACTS"]
 

@@ -4,7 +4,7 @@ on it), SDXL, Stable Video Diffusion, Kandinsky 3, EDM's networks, k-diffusion, 
 from __future__ import annotations
 
 from ..conventions import get_convention
-from .contract import TimestepContract
+from .timestep_contract import TimestepContract
 
 __all__ = ["UNET_CONTRACTS", "edm_vp_c_noise"]
 

@@ -5,7 +5,7 @@ files it cites."""
 from __future__ import annotations
 
 from ..conventions import get_convention
-from .contract import TimestepContract, diffusers_sources
+from .timestep_contract import TimestepContract, diffusers_sources
 
 __all__ = ["VIDEO_CONTRACTS"]
 

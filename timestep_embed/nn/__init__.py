@@ -2,7 +2,13 @@
 embedder, and the key layouts of real checkpoints' time paths."""
 
 from .cast import InModelDtype
-from .checkpoints import (
+from .embedder import TimestepEmbedder, default_sinusoid_dim
+from .fourier import FourierEmbedding
+from .layouts import KNOWN_PREFIXES, Layout, MLPKeys
+from .mlp import ACTIVATIONS, TimestepMLP
+from .sinusoidal_module import SinusoidalEmbedding
+from .time_input import TIME_INPUTS, check_time_input, time_input
+from .time_path import (
     LAYOUTS,
     LayoutMatch,
     TimePath,
@@ -11,12 +17,6 @@ from .checkpoints import (
     load_state_dict_checked,
     to_layout,
 )
-from .embedder import TimestepEmbedder, default_sinusoid_dim
-from .fourier import FourierEmbedding
-from .layouts import KNOWN_PREFIXES, Layout, MLPKeys
-from .mlp import ACTIVATIONS, TimestepMLP
-from .sinusoidal import SinusoidalEmbedding
-from .time_input import TIME_INPUTS, check_time_input, time_input
 
 __all__ = [
     "ACTIVATIONS",

@@ -20,12 +20,12 @@ from ..conventions import Convention
 from ..guards import TimestepsLike, as_tensor
 from ..sinusoidal import distinct_values
 from ..weights import load_pretrained, push_folder_to_hub, save_pretrained
-from .checkpoints import find_time_paths, load_state_dict_checked, match_state_dict
 from .mlp import TimestepMLP
 from .porting import time_path_modules
 from .pretrained import diffusers_options, embedder_arguments, embedder_config, with_mlp
-from .sinusoidal import SinusoidalEmbedding
+from .sinusoidal_module import SinusoidalEmbedding
 from .time_input import check_time_input, time_input
+from .time_path import find_time_paths, load_state_dict_checked, match_state_dict
 
 __all__ = ["TimestepEmbedder", "default_sinusoid_dim"]
 
@@ -153,7 +153,7 @@ class TimestepEmbedder(nn.Module):
     ) -> TimestepEmbedder:
         """The time path of a whole-model checkpoint: layout found, widths read from its tensors, weights loaded.
 
-        Knows the layouts of `timestep_embed.nn.checkpoints.LAYOUTS`: diffusers' models and the
+        Knows the layouts of `timestep_embed.nn.time_path.LAYOUTS`: diffusers' models and the
         original releases (Stable Diffusion/LDM, SDXL, guided-diffusion, DDPM's torch port, DiT,
         PixArt, SD3, Flux with ``guidance_in``, Wan, HunyuanVideo, EDM's three networks,
         k-diffusion, lucidrains), under the prefixes ``model.diffusion_model.``, ``unet.``,

@@ -2,7 +2,7 @@
 layout apart, and what the layout says about the sinusoid in front of its MLP.
 
 Data only (no diffusers import). The layouts are in `timestep_embed.nn.unet_layouts` and
-`timestep_embed.nn.transformer_layouts`; [`checkpoints`][timestep_embed.nn.checkpoints] finds one in a
+`timestep_embed.nn.transformer_layouts`; [`time_path`][timestep_embed.nn.time_path] finds one in a
 state dict. Each layout names the files its keys were read from; the original releases' names are
 those diffusers' converters (``diffusers/loaders/single_file_utils.py``,
 ``scripts/convert_*_to_diffusers.py``) map.

@@ -10,10 +10,10 @@ from torch import nn
 
 from ..conventions import Convention, resolve_convention
 from .cast import InModelDtype
-from .checkpoints import LayoutMatch
 from .fourier import FourierEmbedding
 from .mlp import TimestepMLP
-from .sinusoidal import SinusoidalEmbedding
+from .sinusoidal_module import SinusoidalEmbedding
+from .time_path import LayoutMatch
 
 __all__ = ["time_path_modules"]
 

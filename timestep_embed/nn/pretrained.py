@@ -26,7 +26,7 @@ from ..conventions import PRESETS, Convention, convention_from_diffusers
 from .cast import InModelDtype
 from .fourier import FourierEmbedding
 from .mlp import ACTIVATIONS, TimestepMLP
-from .sinusoidal import SinusoidalEmbedding
+from .sinusoidal_module import SinusoidalEmbedding
 
 __all__ = ["embedder_config", "embedder_arguments", "diffusers_options", "DIFFUSERS_LAYOUTS"]
 

@@ -126,7 +126,7 @@ class TimestepContract:
     ) -> torch.Tensor:
         """The value that reaches the sinusoid for raw scheduler values ``raw`` in a model of ``dtype``
         (the pipeline's latents in ``latents_dtype``: see
-        [`model_input`][timestep_embed.interop.contract.TimestepContract.model_input])."""
+        [`model_input`][timestep_embed.interop.timestep_contract.TimestepContract.model_input])."""
         return self.to_sinusoid(self.model_input(raw, latents_dtype), dtype)
 
     def describe(self) -> str:
