@@ -9,14 +9,12 @@ A run folder holds ``config.yaml``, ``checkpoint.safetensors`` ([`checkpoint`][t
   there is no stale lock to take over, and the lock file is never deleted (deleting it would let two
   processes hold two locks on one path).
 * What may be done: [`check_run_folder`][timestep_embed.ddpm.runfolder.check_run_folder] refuses, before anything is
-written, a folder that holds a
-  run (or files no run wrote) unless ``resume`` or ``overwrite`` says so, and a resume that would train
-  another model than the checkpoint's. `RESUMABLE` lists what a resume may change.
+  written, a folder that holds a run (or files no run wrote) unless ``resume`` or ``overwrite`` says so, and a resume
+  that would train another model than the checkpoint's. `RESUMABLE` lists what a resume may change.
 * What is made again: [`kept_results`][timestep_embed.ddpm.runfolder.kept_results] says which of a finished run's
-results still match its
-  config, [`drop_log_lines_after`][timestep_embed.ddpm.runfolder.drop_log_lines_after] trims the log to the checkpoint
-  before a resume, and [`run_config_for`][timestep_embed.ddpm.runfolder.run_config_for] picks a resume's config (the
-  checkpoint's own by default).
+  results still match its config, [`drop_log_lines_after`][timestep_embed.ddpm.runfolder.drop_log_lines_after]
+  trims the log to the checkpoint before a resume, and [`run_config_for`][timestep_embed.ddpm.runfolder.run_config_for]
+  picks a resume's config (the checkpoint's own by default).
 
 Reading a run's model back (``load_model``, ``export_run``, ``sample_run``) is in
 [`trained`][timestep_embed.ddpm.trained].

@@ -1,14 +1,12 @@
 """The ODE solvers of the probability-flow ODE, and the noise levels they step on.
 
 * [`dpm_solver_2m`][timestep_embed.ddpm.solvers.dpm_solver_2m]: DPM-Solver++(2M), Lu et al. 2022 ("DPM-Solver++",
-Algorithm 2, data
-  prediction, multistep second order), the first step and the last (to sigma = 0) first order;
+  Algorithm 2, data prediction, multistep second order), the first step and the last (to sigma = 0) first order;
 * [`heun`][timestep_embed.ddpm.solvers.heun]: Karras et al. 2022 (EDM), Algorithm 1 with S_churn = 0: Heun's
-second-order method in
-  sigma = sqrt((1 - abar) / abar), the last step (to sigma = 0) Euler;
-* [`flow_euler`][timestep_embed.ddpm.solvers.flow_euler]: for rectified-flow models (``prediction="flow"``) only: Euler
-steps of dx/dt = u
-  from t = 1 to 0 (Liu et al. 2022), on the times of diffusers' ``FlowMatchEulerDiscreteScheduler``.
+  second-order method in sigma = sqrt((1 - abar) / abar), the last step (to sigma = 0) Euler;
+* [`flow_euler`][timestep_embed.ddpm.solvers.flow_euler]: for rectified-flow models (``prediction="flow"``) only:
+  Euler steps of dx/dt = u from t = 1 to 0 (Liu et al. 2022), on the times of diffusers'
+  ``FlowMatchEulerDiscreteScheduler``.
 
 The first two also take the noise levels of Karras et al. 2022, eq. 5
 ([`karras_levels`][timestep_embed.ddpm.solvers.karras_levels]): evenly spaced in sigma^(1/rho), rho = 7, from

@@ -6,15 +6,14 @@ random-weight model (`timestep_embed.interop.tiny`) and runs four checks, each `
 precise reason it fails:
 
 * **contract**: [`contract_for`][timestep_embed.interop.contract_for] names the family, and what the model's own
-sinusoid receives is
-  what the contract computes from the pipeline's timestep (no ``contract:`` or ``convention:`` flag);
+  sinusoid receives is what the contract computes from the pipeline's timestep (no ``contract:`` or ``convention:``
+  flag);
 * **patch**: [`patch_diffusers_model`][timestep_embed.interop.patch_diffusers_model] keeps the output bit for bit (and
-the state-dict keys);
+  the state-dict keys);
 * **trace**: [`trace_time_path`][timestep_embed.interop.trace_time_path] records the sinusoid's input, the sinusoid and
-the time MLP;
+  the time MLP;
 * **from_state_dict**: [`TimestepEmbedder.from_state_dict`][timestep_embed.nn.embedder.TimestepEmbedder.from_state_dict]
-on the model's full state dict gives
-  the model's own time MLP output (``torch.equal``) for the pipeline's timestep.
+  on the model's full state dict gives the model's own time MLP output (``torch.equal``) for the pipeline's timestep.
 
 Only public API is used, so the same checks measure any version of the package.
 ``python scripts/diffusers_coverage.py`` prints the table.
