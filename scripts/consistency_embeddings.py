@@ -35,9 +35,7 @@ from ablate_embeddings import FeaturesMLP, Fn
 from torch import nn
 
 from timestep_embed.analysis.figures import new_figure
-from timestep_embed.ddpm import run_training
-from timestep_embed.ddpm.consistency import ConsistencyConfig
-from timestep_embed.ddpm.schema import to_dict
+from timestep_embed.ddpm import distill_config, run_training
 from timestep_embed.files import save_figure
 from timestep_embed.nn import FourierEmbedding, TimestepEmbedder, default_sinusoid_dim
 from timestep_embed.sinusoidal import sinusoidal_embedding
@@ -77,11 +75,9 @@ def main() -> int:
     parser.add_argument("--spike", type=float, default=10.0, help="a spike: this many times the running median")
     parser.add_argument("--window", type=int, default=50, help="steps in the running median")
     args = parser.parse_args()
-    extra = [f"train.steps={args.steps}", "train.log_every=1", "train.snapshot_every=0", "eval.samplings=1",
-             "train.lr=1e-3", "sample.sampler=consistency", "sample.steps=4", "sample.sigma_max=10",
-             "sample.noise_scale=0.9"]  # fmt: skip
-    base = load_config(args, extra)
-    base = type(base).load({**base.to_dict(), "consistency": to_dict(ConsistencyConfig())})
+    # distill's config (its consistency section and 4-call sampler) with a from-scratch budget and learning rate
+    base = distill_config(load_config(args), [f"train.steps={args.steps}", "train.log_every=1", "eval.samplings=1",
+                                              "train.lr=1e-3", "train.warmup_steps=100"])  # fmt: skip
     rows, curves = [], {}
     for name in args.variants:
         for seed in args.seeds:

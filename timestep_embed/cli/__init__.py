@@ -49,8 +49,13 @@ USER_ERRORS = (ConfigError, CheckpointError, DataError, ValueError, TypeError, O
 
 
 # ---------------------------------------------------------------------------------- commands
+def _overrides(args) -> list[str]:
+    """The command's ``KEY=VALUE`` overrides, with ``--device`` as ``train.device``."""
+    return [*args.overrides, *([f"train.device={args.device}"] if args.device else [])]
+
+
 def _train(args) -> int:
-    overrides = [*args.overrides, *([f"train.device={args.device}"] if args.device else [])]
+    overrides = _overrides(args)
     if args.print_config:
         print(dump_yaml(RunConfig.load(args.config, overrides).to_dict()), end="")
         return 0
@@ -62,9 +67,8 @@ def _train(args) -> int:
 
 
 def _distill(args) -> int:
-    overrides = [*args.overrides, *([f"train.device={args.device}"] if args.device else [])]
     metrics = distill_run(
-        args.run, args.out_dir, overrides, resume=args.resume, overwrite=args.overwrite, progress=not args.quiet
+        args.run, args.out_dir, _overrides(args), resume=args.resume, overwrite=args.overwrite, progress=not args.quiet
     )
     return _report(metrics)
 

@@ -26,12 +26,11 @@ from typing import ClassVar, Literal, get_args
 
 import torch
 
-from .diffusion import Model, Schedule, coef, predict_x0_eps, randn
-from .schema import ConfigError, check_section
+from .diffusion import Model, Schedule, coef, index_at_sigma, log_sigma_table, predict_x0_eps, randn
+from .schema import check_section
 
 __all__ = [
     "ConsistencyConfig",
-    "sigma_table",
     "model_time_at",
     "consistency_function",
     "nearer_sigma",
@@ -65,28 +64,16 @@ class ConsistencyConfig:
 
     def __post_init__(self) -> None:
         check_section(self)
-        if not isinstance(self.stages, int):
-            raise ConfigError(f"consistency.stages = {self.stages!r}: expected a positive int")
-
-
-def sigma_table(schedule: Schedule) -> torch.Tensor:
-    """sigma_VE = sqrt((1 - abar) / abar) at each of the schedule's steps (float64 [T], ascending)."""
-    abar = schedule.alphas_cumprod
-    return ((1 - abar) / abar).sqrt()
 
 
 def model_time_at(schedule: Schedule, sigma: torch.Tensor) -> torch.Tensor:
-    """The model's time input (float32 [B]) at noise levels ``sigma`` [B]: the fractional index where the schedule's
-    log sigma reaches log ``sigma``, linear between steps and clamped to [0, T - 1] (diffusers' ``_sigma_to_t``), then
-    ``schedule.model_t`` there, linearly. The training steps themselves get their own ``model_t`` exactly."""
-    log_table = sigma_table(schedule).log()
-    s = sigma.detach().to("cpu", torch.float64).clamp(min=1e-20).log()
-    hi = torch.searchsorted(log_table, s).clamp(1, max(schedule.T - 1, 1))
-    if schedule.T == 1:
-        return schedule.model_t.expand(len(s)).float()
-    w = ((s - log_table[hi - 1]) / (log_table[hi] - log_table[hi - 1])).clamp(0, 1)
-    t = schedule.model_t[hi - 1] + w * (schedule.model_t[hi] - schedule.model_t[hi - 1])
-    return t.float()
+    """The model's time input (float32 [B]) at noise levels ``sigma`` [B]: ``schedule.model_t`` at the fractional
+    index where the schedule has those levels ([`index_at_sigma`][timestep_embed.ddpm.diffusion.index_at_sigma]),
+    linear between steps. The training steps themselves get their own ``model_t`` exactly."""
+    index = index_at_sigma(schedule, sigma)
+    lo = index.floor().long()
+    hi = (lo + 1).clamp(max=schedule.T - 1)
+    return (schedule.model_t[lo] + (index - lo) * (schedule.model_t[hi] - schedule.model_t[lo])).float()
 
 
 def consistency_function(
@@ -129,7 +116,7 @@ def consistency_loss(
     teacher = teacher if cfg.method == "cd" else None
     dev = generator.device if generator is not None else x0.device
     log_t = cfg.sigma_mean + cfg.sigma_std * torch.randn(x0.shape[0], generator=generator, device=dev)
-    t = log_t.to("cpu", torch.float64).exp().clamp(float(sigma_table(schedule)[0]), cfg.sigma_max)
+    t = log_t.to("cpu", torch.float64).clamp(float(log_sigma_table(schedule)[0]), math.log(cfg.sigma_max)).exp()
     r = nearer_sigma(t, stage, cfg.mapping_k)
     eps = randn(x0.shape, generator, x0)
     x_t = x0 + coef(t, x0) * eps

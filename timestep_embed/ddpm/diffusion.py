@@ -209,6 +209,24 @@ def randn(shape, generator: torch.Generator | None, like: torch.Tensor) -> torch
     return torch.randn(shape, generator=generator, device=device, dtype=like.dtype).to(like.device)
 
 
+def log_sigma_table(schedule: Schedule) -> torch.Tensor:
+    """ln sigma_VE = 0.5 ln((1 - abar) / abar) at each of the schedule's steps (float64 [T], ascending)."""
+    abar = schedule.alphas_cumprod
+    return 0.5 * ((1 - abar) / abar).log()
+
+
+def index_at_sigma(schedule: Schedule, sigma: torch.Tensor) -> torch.Tensor:
+    """The fractional indices (float64 [B]) where the schedule's ln sigma_VE reaches ln ``sigma`` [B], linear between
+    neighbouring steps and clamped to [0, T - 1] (diffusers' ``_sigma_to_t``, k-diffusion's ``sigma_to_t``)."""
+    log_sigma = sigma.detach().to("cpu", torch.float64).clamp(min=1e-300).log()
+    if schedule.T == 1:
+        return torch.zeros_like(log_sigma)
+    table = log_sigma_table(schedule)
+    hi = torch.searchsorted(table, log_sigma).clamp(1, schedule.T - 1)
+    w = ((log_sigma - table[hi - 1]) / (table[hi] - table[hi - 1])).clamp(0, 1)
+    return (hi - 1).to(torch.float64) + w
+
+
 def draw_timesteps(
     schedule: Schedule, batch: int, generator: torch.Generator | None, device, lognormal: tuple[float, float] | None
 ) -> torch.Tensor:
@@ -220,7 +238,7 @@ def draw_timesteps(
         return torch.randint(0, schedule.T, (batch,), generator=generator, device=device)
     mean, std = lognormal
     log_sigma = mean + std * torch.randn(batch, generator=generator, device=device, dtype=torch.float64)
-    table = (0.5 * ((1 - schedule.alphas_cumprod) / schedule.alphas_cumprod).log()).to(device)  # ascending
+    table = log_sigma_table(schedule).to(device)  # ascending
     upper = torch.searchsorted(table, log_sigma).clamp(1, schedule.T - 1)
     nearer_lower = (log_sigma - table[upper - 1]) < (table[upper] - log_sigma)
     return torch.where(nearer_lower, upper - 1, upper)

@@ -18,12 +18,11 @@ is an argument, called as ``model(x_t, t_model)`` (see [`diffusion`][timestep_em
 
 from __future__ import annotations
 
-import bisect
 import math
 
 import torch
 
-from .diffusion import Model, Schedule
+from .diffusion import Model, Schedule, index_at_sigma
 
 __all__ = ["dpm_solver_2m", "heun", "flow_euler", "karras_levels", "model_time"]
 
@@ -60,19 +59,7 @@ def karras_levels(
     s_max = top if sigma_max is None else min(sigma_max, top)
     lo, hi = s_min ** (1 / rho), s_max ** (1 / rho)
     sigmas = [(hi + (i / max(steps - 1, 1)) * (lo - hi)) ** rho for i in range(steps)]
-    abar = schedule.alphas_cumprod
-    log_sigmas = (0.5 * ((1 - abar) / abar).log()).tolist()  # ascending in the index
-    return sigmas, [_index_of_log_sigma(log_sigmas, math.log(s)) for s in sigmas]
-
-
-def _index_of_log_sigma(log_sigmas: list[float], target: float) -> float:
-    """The fractional index where the ascending ``log_sigmas`` reach ``target``, linear between neighbouring
-    steps and clamped to [0, T - 1] (diffusers' ``_sigma_to_t``, k-diffusion's ``sigma_to_t``)."""
-    if len(log_sigmas) == 1:
-        return 0.0
-    hi = min(max(bisect.bisect_left(log_sigmas, target), 1), len(log_sigmas) - 1)
-    w = (target - log_sigmas[hi - 1]) / (log_sigmas[hi] - log_sigmas[hi - 1])
-    return hi - 1 + min(max(w, 0.0), 1.0)
+    return sigmas, index_at_sigma(schedule, torch.tensor(sigmas, dtype=torch.float64)).tolist()
 
 
 def model_time(schedule: Schedule, index: float, batch: int, device) -> torch.Tensor:

@@ -161,10 +161,10 @@ def progress_snapshot(ema: nn.Module, cfg: RunConfig, rt: Runtime, n: int = 16, 
     untouched; (samples, how)."""
     if cfg.sample.sampler == "consistency":
         quick = cfg.replace("sample", num_samples=n, batch_size=n)
-        return generate(ema, quick, rt), describe_sampling(quick)
-    sampler = "euler" if cfg.diffusion.prediction == "flow" else "ddpm"
-    steps = min(steps, cfg.diffusion.num_timesteps)
-    quick = cfg.replace("sample", sampler=sampler, num_samples=n, batch_size=n, steps=steps, spacing="evenly")
+    else:
+        sampler = "euler" if cfg.diffusion.prediction == "flow" else "ddpm"
+        steps = min(steps, cfg.diffusion.num_timesteps)
+        quick = cfg.replace("sample", sampler=sampler, num_samples=n, batch_size=n, steps=steps, spacing="evenly")
     return generate(ema, quick, rt), describe_sampling(quick)
 
 
@@ -347,10 +347,11 @@ def _finish(ema: nn.Module, cfg: RunConfig, rt: Runtime, out: Path, metrics: dic
         caption = f"{len(samples[:100])} of {len(samples)} samples, EMA weights, {describe_sampling(cfg)}"
         save_samples_png(samples[:100], out / "samples.png", caption=caption)
     gamma, c = cfg.diffusion.min_snr_gamma, cfg.consistency
-    what = f"Min-SNR-{gamma:g} weighted MSE" if gamma is not None else "MSE"
-    title = f"training loss ({what}, {cfg.diffusion.prediction})"
     if c is not None:
         title = f"consistency loss ({c.method}, pseudo-Huber / (t - r))"
+    else:
+        what = f"Min-SNR-{gamma:g} weighted MSE" if gamma is not None else "MSE"
+        title = f"training loss ({what}, {cfg.diffusion.prediction})"
     save_loss_curve(out / "log.jsonl", out / "loss_curve.png", title)
     if cfg.eval.enabled:  # the mean of eval.samplings samplings, samples.npy the first (its seed sample.seed)
         t0 = time.perf_counter()
