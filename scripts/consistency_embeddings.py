@@ -18,7 +18,9 @@ Each run is ``consistency.method=ect`` from a random start (``run_training`` wit
 ``--steps`` updates (equal updates, not equal time), the gradient norm logged at every step. A spike is a step whose
 gradient norm (before clipping) exceeds ``--spike`` times the median of the previous ``--window`` steps. This is
 discrete-time consistency training with gradient clipping at 1, not sCM's continuous-time objective: it tests
-whether the claim carries over to that setting, at this scale. Writes ``results.json``, ``results.md`` and
+whether the claim carries over to that setting, at this scale. The table's last column is each embedding's feature
+speed (``feature_speed``), the factor through which sCM's time derivative sees the embedding. A finished run of the
+same config is reused (``--fresh`` trains it again). Writes ``results.json``, ``results.md`` and
 ``embeddings.png`` (gradient norms over training, one panel per embedding) in ``--out``.
 """
 
@@ -59,6 +61,17 @@ def build_embedder(name: str, emb_dim: int, num_timesteps: int, seed: int) -> nn
     raise ValueError(f"variant must be one of {VARIANTS}, got {name!r}")
 
 
+def feature_speed(embedder: nn.Module, num_timesteps: int) -> float:
+    """How fast the features before the MLP move along the continuous time s = t / T in [0, 1]: the root mean square
+    over s of ||d features / ds|| (central differences). sCM's training signal, the time derivative of the network's
+    output, passes through this factor; the discrete-time loss here does not differentiate in t."""
+    features = embedder.time_proj if isinstance(embedder, TimestepEmbedder) else embedder.features
+    s, h = torch.linspace(0.01, 0.99, 99, dtype=torch.float64), 1e-4
+    with torch.no_grad():
+        diff = features(num_timesteps * (s + h)).double() - features(num_timesteps * (s - h)).double()
+    return float((diff / (2 * h)).norm(dim=1).pow(2).mean().sqrt())
+
+
 def spikes(norms: list[float], factor: float, window: int) -> int:
     """How many steps have a gradient norm above ``factor`` x the median of the ``window`` steps before them."""
     return sum(1 for i in range(window, len(norms)) if norms[i] > factor * statistics.median(norms[i - window : i]))
@@ -74,6 +87,9 @@ def main() -> int:
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--spike", type=float, default=10.0, help="a spike: this many times the running median")
     parser.add_argument("--window", type=int, default=50, help="steps in the running median")
+    parser.add_argument(
+        "--fresh", action="store_true", help="train again where a finished run of the same config exists"
+    )
     args = parser.parse_args()
     # distill's config (its consistency section and 4-call sampler) with a from-scratch budget and learning rate
     base = distill_config(load_config(args), [f"train.steps={args.steps}", "train.log_every=1", "eval.samplings=1",
@@ -84,13 +100,23 @@ def main() -> int:
             cfg = base.with_overrides([f"train.seed={seed}"])
             embedder = build_embedder(name, cfg.model.emb_dim, cfg.diffusion.num_timesteps, seed)
             out = args.out / f"{name}_s{seed}"
-            metrics = run_training(cfg, out, embedder, overwrite=True, progress=sys.stderr.isatty())
+            speed = feature_speed(embedder, cfg.diffusion.num_timesteps)
+            done = out / "metrics.json"
+            if (
+                not args.fresh
+                and done.is_file()
+                and json.loads(done.read_text()).get("config") == json.loads(json.dumps(cfg.to_dict()))
+            ):
+                metrics = json.loads(done.read_text())  # a finished run of the same config: reused
+            else:
+                metrics = run_training(cfg, out, embedder, overwrite=True, progress=sys.stderr.isatty())
             log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines() if line.strip()]
             norms = [r["grad_norm"] for r in log]
             curves[f"{name}_s{seed}"] = norms
             row = {"variant": name, "seed": seed, "fd": metrics["fd"], "confidence": metrics["confidence"],
                    "entropy": metrics["entropy"], "spikes": spikes(norms, args.spike, args.window),
-                   "max_grad_norm": max(norms), "final_loss": metrics["final_loss"]}  # fmt: skip
+                   "max_grad_norm": max(norms), "final_loss": metrics["final_loss"],
+                   "feature_speed": speed}  # fmt: skip
             rows.append(row)
             print(json.dumps(row), flush=True)
     table = []
@@ -99,8 +125,9 @@ def main() -> int:
         fd, fd_spread = mean_spread(mine, "fd")
         table.append([name, " / ".join(f"{r['fd']:.1f}" for r in mine), fd, fd_spread,
                       mean_spread(mine, "confidence")[0], " / ".join(str(r["spikes"]) for r in mine),
-                      max(r["max_grad_norm"] for r in mine)])  # fmt: skip
-    header = ["embedding", "FD per seed", "FD mean", "FD spread", "confidence", "spikes per seed", "max grad norm"]
+                      max(r["max_grad_norm"] for r in mine), mine[0]["feature_speed"]])  # fmt: skip
+    header = ["embedding", "FD per seed", "FD mean", "FD spread", "confidence", "spikes per seed", "max grad norm",
+              "feature speed"]  # fmt: skip
     md = f"`{command_line()}`\n\n" + markdown_table(header, table) + "\n"
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.md").write_text(md)
@@ -112,7 +139,8 @@ def main() -> int:
             if key.startswith(name + "_s"):
                 ax.plot(norms, lw=0.7, label=key.rsplit("_", 1)[1])
         ax.set_yscale("log")
-        ax.set_title(name, fontsize=9)
+        speed = next(r["feature_speed"] for r in rows if r["variant"] == name)
+        ax.set_title(f"{name} (feature speed {speed:.3g})", fontsize=9)
         ax.set_xlabel("step")
         ax.legend(fontsize=7)
     axes[0].set_ylabel("gradient norm (before clipping)")

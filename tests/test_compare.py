@@ -2,6 +2,7 @@
 
 import pytest
 
+from timestep_embed.cli import main
 from timestep_embed.interop.compare import run_comparison, summary, to_markdown
 
 
@@ -32,3 +33,10 @@ def test_a_small_report_is_bit_identical_and_flags_rounded_inputs():
 def test_bad_arguments_are_refused_before_any_row(arguments, message):
     with pytest.raises((TypeError, ValueError), match=message):
         run_comparison(**arguments)
+
+
+def test_the_cli_answers_a_bad_n_with_one_line(tmp_path, capsys):
+    assert main(["compare", "-n", "0", "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "n must be an int >= 1, got 0" in err and "Traceback" not in err
+    assert not (tmp_path / "c").exists()

@@ -15,8 +15,7 @@ import pytest
 import torch
 
 import timestep_embed as te
-from timestep_embed import analysis as A
-from timestep_embed import grid_embedding, grid_positions, patch_grid_embedding, video_grid_embedding
+from timestep_embed import analysis, grid_embedding, grid_positions, patch_grid_embedding, video_grid_embedding
 from timestep_embed.analysis import figures, naive, properties, relation
 from timestep_embed.analysis.diff_report import embedding_causes
 from timestep_embed.analysis.dump import timestep_range
@@ -59,18 +58,18 @@ VALUE_TAKERS = [
     ("time_input", "t", lambda v: time_input(v, "times_T")),
     ("TimestepMLP.forward", "sample", lambda v: TimestepMLP(8, 16)(v)),
     ("grid_embedding", "positions", lambda v: grid_embedding(v, [4])),
-    ("bounds", "positions", lambda v: A.bounds(v, 8)),
-    ("dot_by_offset", "offsets", lambda v: A.dot_by_offset(v, 8)),
-    ("rotation_matrix", "k", lambda v: A.rotation_matrix(v, 8)),
-    ("rotation_error", "p", lambda v: A.rotation_error(v, 1, 8)),
-    ("uniqueness", "embeddings", lambda v: A.uniqueness(v)),
+    ("bounds", "positions", lambda v: analysis.bounds(v, 8)),
+    ("dot_by_offset", "offsets", lambda v: analysis.dot_by_offset(v, 8)),
+    ("rotation_matrix", "k", lambda v: analysis.rotation_matrix(v, 8)),
+    ("rotation_error", "p", lambda v: analysis.rotation_error(v, 1, 8)),
+    ("uniqueness", "embeddings", lambda v: analysis.uniqueness(v)),
     ("relate", "reference", lambda v: relation.relate(v, [1.0])),
     ("naive_embedding", "positions", lambda v: naive.naive_embedding("raw", v)),
     ("detect_convention", "embeddings", lambda v: te.detect_convention(v, np.arange(8))),
     ("detect_convention", "timesteps", lambda v: te.detect_convention(EMB, v)),
     ("diff_report", "timesteps", lambda v: te.diff_report("adm", "ddpm", v, 8)),
     ("embedding_causes", "a", lambda v: embedding_causes(v, EMB[:4], np.arange(4))),
-    ("frequency_coverage", "t_range", lambda v: A.frequency_coverage(v)),
+    ("frequency_coverage", "t_range", lambda v: analysis.frequency_coverage(v)),
 ]
 INT_TAKERS = [
     ("sinusoidal_embedding", "dim", lambda v: te.sinusoidal_embedding(T, v)),
@@ -102,11 +101,11 @@ INT_TAKERS = [
     ("video_grid_embedding", "temporal_size", lambda v: video_grid_embedding(16, 4, v)),
     ("grid_positions", "sizes", lambda v: grid_positions(v)),
     ("grid_embedding", "dims", lambda v: grid_embedding(torch.zeros(2, 1), [v])),
-    ("bounds", "dim", lambda v: A.bounds([1.0], v)),
-    ("wavelengths", "dim", lambda v: A.wavelengths(v)),
-    ("position_uniqueness", "n_positions", lambda v: A.position_uniqueness(v, 8)),
-    ("uniqueness", "max_rows", lambda v: A.uniqueness(np.eye(3), max_rows=v)),
-    ("frequency_coverage", "dim", lambda v: A.frequency_coverage((0, 1), v)),
+    ("bounds", "dim", lambda v: analysis.bounds([1.0], v)),
+    ("wavelengths", "dim", lambda v: analysis.wavelengths(v)),
+    ("position_uniqueness", "n_positions", lambda v: analysis.position_uniqueness(v, 8)),
+    ("uniqueness", "max_rows", lambda v: analysis.uniqueness(np.eye(3), max_rows=v)),
+    ("frequency_coverage", "dim", lambda v: analysis.frequency_coverage((0, 1), v)),
     ("diff_report", "dim", lambda v: te.diff_report("adm", "ddpm", np.arange(8), v)),
     ("scheme_properties", "n_positions", lambda v: naive.scheme_properties("raw", v)),
     ("naive_embedding", "length", lambda v: naive.naive_embedding("raw", [0], v if v is not None else "")),
@@ -136,12 +135,12 @@ REAL_TAKERS = [
     ),
     ("detect_convention", "tol", lambda v: te.detect_convention(EMB, np.arange(8), tol=v)),
     ("diff_report", "tol", lambda v: te.diff_report("adm", "ddpm", np.arange(8), 8, tol=v)),
-    ("uniqueness", "tol", lambda v: A.uniqueness(np.eye(3), tol=v)),
-    ("position_uniqueness", "tol", lambda v: A.position_uniqueness(10, 8, tol=v)),
-    ("frequency_coverage", "step", lambda v: A.frequency_coverage(step=v if v is not None else "")),
-    ("frequency_coverage", "fraction", lambda v: A.frequency_coverage(fraction=v)),
-    ("rotation_matrix", "k", lambda v: A.rotation_matrix(v, 8)),
-    ("rotation_error", "k", lambda v: A.rotation_error([1.0], v, 8)),
+    ("uniqueness", "tol", lambda v: analysis.uniqueness(np.eye(3), tol=v)),
+    ("position_uniqueness", "tol", lambda v: analysis.position_uniqueness(10, 8, tol=v)),
+    ("frequency_coverage", "step", lambda v: analysis.frequency_coverage(step=v if v is not None else "")),
+    ("frequency_coverage", "fraction", lambda v: analysis.frequency_coverage(fraction=v)),
+    ("rotation_matrix", "k", lambda v: analysis.rotation_matrix(v, 8)),
+    ("rotation_error", "k", lambda v: analysis.rotation_error([1.0], v, 8)),
     ("timestep_range", "stop", lambda v: timestep_range(0, v)),
 ]
 FLAG_TAKERS = [
@@ -152,7 +151,7 @@ FLAG_TAKERS = [
     ("SinusoidalEmbedding", "precise", lambda v: SinusoidalEmbedding(8, precise=v)),
     ("FourierEmbedding", "log", lambda v: FourierEmbedding(8, log=v)),
     ("TimestepMLP", "bias", lambda v: TimestepMLP(8, 16, bias=v)),
-    ("frequency_coverage", "warn", lambda v: A.frequency_coverage(warn=v)),
+    ("frequency_coverage", "warn", lambda v: analysis.frequency_coverage(warn=v)),
 ]
 CHOICE_TAKERS = [
     ("sinusoidal_embedding", "convention", lambda v: te.sinusoidal_embedding(T, 8, v)),
@@ -220,12 +219,12 @@ SINGLE = {
     "grid_embedding 1-d positions": ("positions", lambda: grid_embedding(torch.zeros(3), [4])),
     "grid_embedding dims int": ("dims", lambda: grid_embedding(torch.zeros(3, 1), 4)),
     "grid_positions without sizes": ("size", lambda: grid_positions()),
-    "uniqueness 3-d": ("embeddings", lambda: A.uniqueness(np.zeros((2, 2, 2)))),
-    "uniqueness NaN rows": ("embeddings", lambda: A.uniqueness(np.full((3, 2), np.nan))),
-    "uniqueness positions": ("positions", lambda: A.uniqueness(np.eye(3), positions="abc")),
+    "uniqueness 3-d": ("embeddings", lambda: analysis.uniqueness(np.zeros((2, 2, 2)))),
+    "uniqueness NaN rows": ("embeddings", lambda: analysis.uniqueness(np.full((3, 2), np.nan))),
+    "uniqueness positions": ("positions", lambda: analysis.uniqueness(np.eye(3), positions="abc")),
     "relate sizes": ("size", lambda: relation.relate([1.0, 2.0], [1.0])),
-    "coverage t_range of three": ("t_range", lambda: A.frequency_coverage((0, 1, 2))),
-    "coverage max_slow_share": ("max_slow_share", lambda: A.frequency_coverage(max_slow_share=2.0)),
+    "coverage t_range of three": ("t_range", lambda: analysis.frequency_coverage((0, 1, 2))),
+    "coverage max_slow_share": ("max_slow_share", lambda: analysis.frequency_coverage(max_slow_share=2.0)),
     "detect 3-d": ("embeddings", lambda: te.detect_convention(np.zeros((8, 8, 2)), np.arange(8))),
     "detect rows": ("rows", lambda: te.detect_convention(EMB, np.arange(9))),
     "detect NaN timesteps": ("timesteps", lambda: te.detect_convention(EMB, np.full(8, np.nan))),

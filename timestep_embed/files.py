@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
 import socket
 import tempfile
@@ -140,8 +141,21 @@ def save_npy(path: str | os.PathLike, array, *, exclusive: bool = False) -> Path
 
 def load_npy(path: str | os.PathLike, mmap_mode: Literal["r", "c"] | None = None) -> np.ndarray:
     """A plain ``.npy`` array (never a pickle); ValueError naming the file otherwise. ``mmap_mode="r"``
-    maps the file instead of reading it: only the rows used are read (the detector's large dumps)."""
+    maps the file instead of reading it: only the rows used are read (the detector's large dumps). The header's
+    shape and dtype are checked against the file's size first, so a small file that claims a huge array is refused
+    before anything is allocated."""
     try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read_header = (
+                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = read_header(f)
+            claimed = f.tell() + math.prod(shape) * dtype.itemsize
+        size = os.path.getsize(path)
+        if dtype.hasobject or claimed != size:
+            why = "Python objects" if dtype.hasobject else f"{shape} {dtype} in {claimed} bytes, the file holds {size}"
+            raise ValueError(f"its header describes {why}")
         return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
     except ValueError as exc:
         raise ValueError(f"{path} is not a plain .npy array ({exc})") from None

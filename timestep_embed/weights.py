@@ -177,9 +177,19 @@ def resolve_pretrained(
     return Path(root) / subfolder if subfolder else Path(root)
 
 
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    seen: dict = {}
+    for key, value in pairs:
+        if key in seen:
+            raise KeyError(key)
+        seen[key] = value
+    return seen
+
+
 def read_json(path: Path, limit: int = MAX_JSON_BYTES, depth: int = MAX_JSON_DEPTH) -> dict:
     """A JSON object from ``path``: at most ``limit`` bytes and ``depth`` levels of nesting, else a
-    ValueError naming the file and the limit (a huge or deeply nested file is refused, not parsed)."""
+    ValueError naming the file and the limit (a huge or deeply nested file is refused, not parsed), or the key
+    an object gives twice."""
     size = path.stat().st_size
     if size > limit:
         raise ValueError(f"{path}: {size} bytes; a config file is refused above {limit} bytes")
@@ -199,9 +209,13 @@ def read_json(path: Path, limit: int = MAX_JSON_BYTES, depth: int = MAX_JSON_DEP
     if deepest > depth:
         raise ValueError(f"{path}: nested {deepest} levels deep; a config file is refused above {depth} levels")
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+    except KeyError as exc:
+        raise ValueError(
+            f"{path}: the key {exc.args[0]!r} is given twice in one object (JSON would keep the last)"
+        ) from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from timestep_embed.analysis import naive as N
+from timestep_embed.analysis import naive
 
 
 @pytest.fixture(scope="module")
 def table():
-    return {row["scheme"]: row for row in N.naive_scheme_table()}
+    return {row["scheme"]: row for row in naive.naive_scheme_table()}
 
 
 PROPERTIES = ("bounded", "unique", "relative", "shift_linear", "length_free")
@@ -26,7 +26,7 @@ EXPECTED = {  # scheme: which of PROPERTIES hold
 
 
 def test_table_has_every_scheme_in_order(table):
-    assert list(table) == list(N.NAIVE_SCHEMES) == list(EXPECTED)
+    assert list(table) == list(naive.NAIVE_SCHEMES) == list(EXPECTED)
 
 
 @pytest.mark.parametrize("name", list(EXPECTED))
@@ -47,14 +47,14 @@ def test_where_they_fail(table):
 
 def test_embedding_values():
     p = np.arange(8)
-    assert np.array_equal(N.naive_embedding("binary", p, 8), (p[:, None] >> np.arange(3)) & 1)
-    assert np.allclose(N.naive_embedding("sin_cos_pair", p)[:, 0], np.sin(p))
-    assert np.allclose(N.naive_embedding("two_frequencies", p)[:, 3], np.cos(p / 100))
-    assert np.array_equal(N.naive_embedding("divided", p, 16)[:, 0], p / 16)
+    assert np.array_equal(naive.naive_embedding("binary", p, 8), (p[:, None] >> np.arange(3)) & 1)
+    assert np.allclose(naive.naive_embedding("sin_cos_pair", p)[:, 0], np.sin(p))
+    assert np.allclose(naive.naive_embedding("two_frequencies", p)[:, 3], np.cos(p / 100))
+    assert np.array_equal(naive.naive_embedding("divided", p, 16)[:, 0], p / 16)
 
 
 def test_format_table(table):
-    text = N.format_table(list(table.values()))
+    text = naive.format_table(list(table.values()))
     lines = text.splitlines()
     assert lines[0].startswith("| scheme | dim | bounded") and len(lines) == 2 + len(table)
     assert all(line.count("|") == lines[0].count("|") for line in lines)  # no stray pipes in cells
@@ -62,8 +62,8 @@ def test_format_table(table):
 
 def test_errors():
     with pytest.raises(ValueError, match="scheme must be one of"):
-        N.naive_embedding("gray", [1])
+        naive.naive_embedding("gray", [1])
     with pytest.raises(ValueError, match="non-negative integers"):
-        N.naive_embedding("raw", [0.5])
+        naive.naive_embedding("raw", [0.5])
     with pytest.raises(ValueError, match="length must be an int > every position"):
-        N.naive_embedding("raw", [5], length=3)
+        naive.naive_embedding("raw", [5], length=3)

@@ -106,8 +106,13 @@ def test_the_loss_is_the_pseudo_huber_distance_over_t_minus_r():
     eps = torch.randn(x0.shape, generator=gen)
     r = nearer_sigma(t, 1)
     norm = ((t - r).float().reshape(-1, 1, 1, 1) * eps).pow(2).flatten(1).sum(1)
-    expected = (((norm + cfg.huber_c**2).sqrt() - cfg.huber_c) / (t - r).float()).mean()
-    torch.testing.assert_close(loss, expected)
+    distance = (norm + cfg.huber_c**2).sqrt() - cfg.huber_c
+    torch.testing.assert_close(loss, (distance / (t - r).float()).mean())
+    edm = ConsistencyConfig(weighting="edm", sigma_data=0.5)  # EDM's lambda = 1 / t^2 + 1 / sigma_data^2 instead
+    loss = consistency_loss(
+        lambda x, t: torch.zeros_like(x), x0, COSINE, edm, 1, generator=torch.Generator().manual_seed(3)
+    )
+    torch.testing.assert_close(loss, (distance * (1 / t**2 + 4).float()).mean())
     with pytest.raises(ValueError, match="needs the teacher"):
         consistency_loss(lambda x, t: x, x0, COSINE, ConsistencyConfig(method="cd"), 0)
 

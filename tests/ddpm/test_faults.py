@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,9 +19,17 @@ import numpy as np
 import pytest
 import torch
 
-from timestep_embed import files
+from timestep_embed import TimestepEmbedder, files
 from timestep_embed.cli import main
-from timestep_embed.ddpm import CheckpointError, ClassifierConfig, ConfigError, load_classifier, run_training
+from timestep_embed.ddpm import (
+    CheckpointError,
+    ClassifierConfig,
+    ConfigError,
+    UNet,
+    UNetConfig,
+    load_classifier,
+    run_training,
+)
 from timestep_embed.ddpm.checkpoint import load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -352,3 +361,66 @@ def test_runs_of_the_previous_version_sample_and_resume(tmp_path):
     assert run_training("mnist", run, progress=False, resume=True)["train_steps"] == 4
     with pytest.raises(ConfigError, match="unknown key 'train.job_minutes'"):  # a config of one's own stays strict
         run_training(tmp_path / "old.yaml", tmp_path / "new", progress=False)
+
+
+# ------------------------------------------------------------------ small hostile files: refused before allocating
+
+
+def test_a_small_npy_whose_header_claims_a_huge_array_is_refused(tmp_path):
+    path = tmp_path / "samples.npy"
+    with open(path, "wb") as f:  # a 128-byte header that claims 10^13 x 3 float32 (120 TB), and no data
+        np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (10**13, 3)})
+    assert path.stat().st_size <= 192
+    with pytest.raises(
+        ValueError, match=r"samples.npy is not a plain .npy array \(its header describes \(10000000000000, 3\)"
+    ):
+        files.load_npy(path)
+    with pytest.raises(ValueError, match="is not a plain .npy array"):
+        files.load_npy(path, mmap_mode="r")
+    assert main(["evaluate", str(path)]) == 2  # the CLI: one line, exit 2
+
+
+def test_a_deeply_nested_safetensors_header_is_a_named_error(tmp_path):
+    body = b'{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}"  # valid JSON, 100,000 lists deep
+    path = tmp_path / "checkpoint.safetensors"
+    path.write_bytes(len(body).to_bytes(8, "little") + body)
+    with pytest.raises(CheckpointError, match="corrupt safetensors header \\(nested too deeply\\)"):
+        load_checkpoint(path)
+
+
+def test_an_edited_config_asking_for_a_huge_model_is_refused_before_it_allocates(tmp_path):
+    TimestepEmbedder(32).save_pretrained(tmp_path / "e")
+    edit = tmp_path / "e" / "config.json"
+    edit.write_text(json.dumps({**json.loads(edit.read_text()), "emb_dim": 10**7}))  # a 10^7 x 10^7 MLP: 400 TB
+    with pytest.raises(
+        ValueError, match=r"state dict does not fit.*shape mismatches: \['time_embedding.linear_1.weight"
+    ):
+        TimestepEmbedder.from_pretrained(tmp_path / "e")
+    UNet(UNetConfig(channels=(8, 16), emb_dim=32)).save_pretrained(tmp_path / "u")
+    edit = tmp_path / "u" / "config.json"
+    edit.write_text(json.dumps({**json.loads(edit.read_text()), "channels": [8, 10**6]}))
+    with pytest.raises(ValueError, match="state dict does not fit"):
+        UNet.from_pretrained(tmp_path / "u")
+
+
+def test_sigterm_as_torchrun_sends_its_workers_stops_like_ctrl_c(tmp_path):
+    """torchrun answers Ctrl-C by sending SIGTERM to its workers: one line, exit 130, the checkpoint saved."""
+    out = tmp_path / "run"
+    args = [
+        "train",
+        "--config",
+        SMOKE,
+        "--out-dir",
+        str(out),
+        "--quiet",
+        *fast("train.steps=100000", "train.log_every=1"),
+    ]
+    proc = subprocess.Popen([sys.executable, "-m", "timestep_embed", *args], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not ((out / "log.jsonl").is_file() and (out / "log.jsonl").read_text().count("\n") >= 2):
+        assert time.time() < deadline and proc.poll() is None, "training did not start"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err and "interrupted" in err
+    assert (out / "checkpoint.safetensors").is_file() and "--resume" in err

@@ -266,3 +266,20 @@ def test_export_writes_the_ema_weights_and_they_sample_the_same(tmp_path):
     out = tmp_path / "from_export"
     assert main(["sample", str(tmp_path / "ema"), "sample.num_samples=2", "sample.steps=2", "--out", str(out)]) == 0
     assert np.load(tmp_path / "from_export.npy").shape == (2, 1, 28, 28)
+
+
+def test_tensorboard_gets_the_logged_scalars_and_the_snapshots(tmp_path):
+    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    out = tmp_path / "run"
+    args = ["train", "--config", SMOKE, "--out-dir", str(out), "--quiet"]
+    assert (
+        main([*args, *fast("train.steps=4", "train.log_every=2", "train.snapshot_every=2", "train.tensorboard=true")])
+        == 0
+    )
+    board = event_accumulator.EventAccumulator(str(out / "tensorboard"))
+    board.Reload()
+    assert {"train/loss", "train/lr", "train/grad_norm"} <= set(board.Tags()["scalars"])
+    assert [e.step for e in board.Scalars("train/loss")] == [
+        json.loads(line)["step"] for line in (out / "log.jsonl").read_text().splitlines()
+    ]
+    assert board.Tags()["images"], "the progress snapshots reach TensorBoard"

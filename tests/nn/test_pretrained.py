@@ -129,6 +129,9 @@ def test_an_edited_config_gets_a_named_error(tmp_path):
     path.write_text(json.dumps({**config, "emb_dim": 16}))
     with pytest.raises(ValueError, match="state dict does not fit.*shape mismatches"):
         TimestepEmbedder.from_pretrained(tmp_path / "e")
+    path.write_text(json.dumps(config)[:-1] + ', "emb_dim": 16}')  # a key given twice: refused, not the last kept
+    with pytest.raises(ValueError, match="config.json: the key 'emb_dim' is given twice in one object"):
+        TimestepEmbedder.from_pretrained(tmp_path / "e")
 
 
 def test_bad_arguments_are_named(tmp_path):

@@ -17,8 +17,8 @@ from ..conventions import Convention, resolve_convention
 from ..files import save_figure
 from ..nn.time_input import time_input
 from ..sinusoidal import frequencies_np, sinusoidal_embedding_np
-from . import coverage as C
-from . import properties as A
+from . import properties
+from .coverage import frequency_coverage
 from .naive import naive_embedding
 
 __all__ = ["FIGURES", "new_figure", "make_figures", "plot_time_mlp"]
@@ -67,7 +67,9 @@ def sine_curves(fig, conv, dim, n):
     ks = [k for k in (0, 4, 8, 16, 24, 32, 48) if k < dim // 2]
     axes = fig.subplots(len(ks), 1, sharex=True)
     emb = sinusoidal_embedding_np(p, dim, conv)
-    for ax, k, wl in zip(axes, ks, A.wavelengths(dim, conv)[[conv.column_of("sin", k, dim) for k in ks]], strict=True):
+    for ax, k, wl in zip(
+        axes, ks, properties.wavelengths(dim, conv)[[conv.column_of("sin", k, dim) for k in ks]], strict=True
+    ):
         ax.plot(p, emb[:, conv.column_of("sin", k, dim)], lw=1.2)
         ax.set_ylim(-1.1, 1.1)
         ax.set_ylabel(f"k={k}", rotation=0, ha="right", va="center")
@@ -115,10 +117,10 @@ def dot_vs_offset(fig, conv, dim, n):
     span = min(100, n // 10)
     d = np.arange(-span, span + 1)
     for i, p0 in enumerate(np.linspace(span, n - 1 - span, 5).astype(int)):
-        lhs, _ = A.relative_identity(p0, p0 + d, dim, conv)
+        lhs, _ = properties.relative_identity(p0, p0 + d, dim, conv)
         ax.plot(d, lhs, "o", ms=9 - 1.6 * i, mfc="none", label=f"anchor p = {p0}")
     fine = np.linspace(-span, span, 2001)
-    ax.plot(fine, A.dot_by_offset(fine, dim, conv), "k-", lw=0.8, label="sum_k cos(d w_k)")
+    ax.plot(fine, properties.dot_by_offset(fine, dim, conv), "k-", lw=0.8, label="sum_k cos(d w_k)")
     ax.set(
         title=f"PE(p) . PE(p + d) depends on the offset d only: every anchor lies on one curve\n"
         f"{_name(conv)}, dim {dim}",
@@ -152,7 +154,7 @@ def coverage(fig, conv, dim, n):
     for i, (label, c) in enumerate(rows):
         emb, ax = sinusoidal_embedding_np(t, dim, c), fig.add_subplot(grid[0, i])
         _image(fig, ax, emb, label, ("dimension (column)", "t (1000 steps)"), extent=(0, dim, 0, 1))
-        cov = C.frequency_coverage((0, 1), dim, c, warn=False)
+        cov = frequency_coverage((0, 1), dim, c, warn=False)
         summary = f"{label}: {cov.slow.sum()} of {cov.slow.size} slow, {cov.aliased.sum()} aliased"
         bottom.plot(cov.cycles_over_range, "o-", ms=3, label=summary)
     bottom.axhline(0.25, color="r", ls="--", lw=0.8, label="1/4 cycle over the range (slow below)")
@@ -207,7 +209,7 @@ def make_figures(
     want_mlp = "time_mlp" in names and embedder is not None
     names = [n for n in names if n != "time_mlp"]
     conv = resolve_convention(convention)
-    A.wavelengths(dim, conv)  # validates dim for this convention before drawing anything
+    properties.wavelengths(dim, conv)  # validates dim for this convention before drawing anything
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []

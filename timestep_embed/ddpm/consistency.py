@@ -41,6 +41,7 @@ __all__ = [
 
 Method = Literal["ect", "cd"]  # consistency tuning (the data's own noise) or distillation (the teacher's ODE step)
 METHODS = get_args(Method)
+Weighting = Literal["gap", "edm"]  # 1 / (t - r) (iCT, ECT) or 1 / t^2 + 1 / sigma_data^2 (EDM's lambda)
 
 
 @dataclass
@@ -51,7 +52,7 @@ class ConsistencyConfig:
 
     KEY: ClassVar[str] = "consistency"
     RANGES: ClassVar[dict[str, str]] = {
-        **dict.fromkeys(("sigma_max", "sigma_std", "huber_c", "stages"), "> 0"),
+        **dict.fromkeys(("sigma_max", "sigma_std", "huber_c", "stages", "sigma_data"), "> 0"),
         "mapping_k": ">= 0",
     }
     method: Method = "ect"
@@ -61,6 +62,8 @@ class ConsistencyConfig:
     stages: int = 4  # r(t) moves towards t in this many stages over the budget: t - r halves each stage
     mapping_k: float = 8.0  # ECT's n(t) = 1 + k sigmoid(-t): small sigmas take larger steps
     huber_c: float = 0.015  # pseudo-Huber c: iCT's 0.00054 sqrt(d) for d = 28 * 28 pixels
+    weighting: Weighting = "gap"
+    sigma_data: float = 0.5  # EDM's sigma_data, for weighting "edm"
 
     def __post_init__(self) -> None:
         check_section(self)
@@ -110,7 +113,8 @@ def consistency_loss(
     """The consistency loss of a batch ``x0`` [B, C, H, W] (float32 scalar): ln t ~ N(sigma_mean, sigma_std^2) capped
     at ``sigma_max``, r = [`nearer_sigma`][timestep_embed.ddpm.consistency.nearer_sigma](t, stage), x_t = x0 + t eps,
     x_r as the module docstring says (``cfg.method``; ``"cd"`` needs ``teacher``), loss = mean over the batch of
-    (sqrt(||f(x_t, t) - sg f(x_r, r)||^2 + c^2) - c) / (t - r)."""
+    w(t, r) (sqrt(||f(x_t, t) - sg f(x_r, r)||^2 + c^2) - c), with w = 1 / (t - r) (``weighting="gap"``, iCT and
+    ECT) or EDM's loss weight 1 / t^2 + 1 / sigma_data^2 (``"edm"``, Karras et al. 2022 eq. 8)."""
     if cfg.method == "cd" and teacher is None:
         raise ValueError("consistency method 'cd' (distillation) needs the teacher model")
     teacher = teacher if cfg.method == "cd" else None
@@ -129,7 +133,8 @@ def consistency_loss(
         target = consistency_function(model, x_r, r, schedule, prediction).float()
     pred = consistency_function(model, x_t, t, schedule, prediction).float()
     distance = ((pred - target).pow(2).flatten(1).sum(1) + cfg.huber_c**2).sqrt() - cfg.huber_c
-    return (distance / (t - r).float().to(x0.device)).mean()
+    weight = 1 / (t - r) if cfg.weighting == "gap" else 1 / t**2 + 1 / cfg.sigma_data**2
+    return (distance * weight.float().to(x0.device)).mean()
 
 
 def consistency_levels(steps: int, sigma_max: float, last_sigma: float) -> list[float]:

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from ..files import save_npy
+from ..nn import build_to_fit
 from ..weights import PRETRAINED_CONFIG, load_pretrained
 from .checkpoint import RUN_CHECKPOINT, CheckpointError, load_checkpoint, read_metadata, strip_prefix
 from .config import RunConfig, stored_config
@@ -116,11 +117,10 @@ def load_model(path, time_embedder: nn.Module | None = None, ema: bool = True, d
             raise CheckpointError(f"{path}: an exported folder holds the EMA weights of the default UNet only")
         return UNet.from_pretrained(path).to(device), cfg
     tensors, _ = load_checkpoint(file)
-    model = UNet(cfg.model, time_embedder)
     prefix = "ema." if ema else "model."
-    try:
-        model.load_state_dict(strip_prefix(tensors, prefix))
-    except RuntimeError as exc:
+    try:  # checked on the meta device first: an edited model config is refused before it allocates
+        model = build_to_fit(lambda: UNet(cfg.model, time_embedder), strip_prefix(tensors, prefix), "the UNet")
+    except ValueError as exc:
         raise CheckpointError(f"{file}: the {prefix!r} weights do not fit the stored model config: {exc}") from exc
     return model.to(device).eval(), cfg
 

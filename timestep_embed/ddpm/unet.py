@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..nn import TimestepEmbedder, load_state_dict_checked
+from ..nn import TimestepEmbedder, build_to_fit
 from ..weights import load_pretrained, save_pretrained
 from .schema import ConfigError, check_section, from_dict, to_dict
 
@@ -285,8 +285,8 @@ class UNet(nn.Module):
             raise ValueError(f"torch_dtype must be a floating torch dtype, got {torch_dtype!r}")
         config, state = load_pretrained(folder, "UNet", subfolder=subfolder)
         fields = {k: v for k, v in config.items() if k != "run" and not k.startswith("_")}
-        model = cls(from_dict(UNetConfig, fields, "model"))
-        load_state_dict_checked(model, state, str(folder))
+        model_config = from_dict(UNetConfig, fields, "model")
+        model = build_to_fit(lambda: cls(model_config), state, str(folder))
         return model.to(device=device, dtype=torch_dtype).eval()
 
     def residual_blocks(self) -> list[nn.Module]:

@@ -25,7 +25,7 @@ from .porting import time_path_modules
 from .pretrained import diffusers_options, embedder_arguments, embedder_config, with_mlp
 from .sinusoidal_module import SinusoidalEmbedding
 from .time_input import check_time_input, time_input
-from .time_path import find_time_paths, load_state_dict_checked, match_state_dict
+from .time_path import build_to_fit, find_time_paths, load_state_dict_checked, match_state_dict
 
 __all__ = ["TimestepEmbedder", "default_sinusoid_dim"]
 
@@ -251,12 +251,17 @@ class TimestepEmbedder(nn.Module):
         elif config.get("_class_name") not in {c.__name__ for c in cls.__mro__}:  # this class or one it extends
             raise ValueError(f"{name_or_path} holds a {config.get('_class_name')}, not a {cls.__name__}")
         else:
-            try:  # an edited config.json: its error names the file
+
+            def build() -> TimestepEmbedder:
                 kwargs, extras = embedder_arguments(config)
-                embedder = with_mlp(cls(**kwargs), extras)
+                return with_mlp(cls(**kwargs), extras)
+
+            try:  # an edited config.json: its error names the file (checked on the meta device: no allocation)
+                with torch.device("meta"):
+                    build()
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"{name_or_path}: its config.json does not build a {cls.__name__}: {exc}") from exc
-            load_state_dict_checked(embedder, state, f"{name_or_path}")
+            embedder = build_to_fit(build, state, f"{name_or_path}")
         return embedder.to(device=place, dtype=dtype)
 
 

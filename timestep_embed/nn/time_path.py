@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -21,11 +22,14 @@ from .layouts import KNOWN_PREFIXES, Layout, MLPKeys
 from .transformer_layouts import TRANSFORMER_LAYOUTS
 from .unet_layouts import UNET_LAYOUTS
 
+M = TypeVar("M", bound=nn.Module)
+
 __all__ = [
     "LAYOUTS",
     "TimePath",
     "LayoutMatch",
     "load_state_dict_checked",
+    "build_to_fit",
     "find_time_paths",
     "embedder_state_dict",
     "to_layout",
@@ -47,6 +51,23 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
         ValueError: listing missing keys, unexpected keys, shape mismatches and the expected
             layout (every key of ``module.state_dict()`` with its shape).
     """
+    _check_fits(module, state_dict, what)
+    module.load_state_dict(state_dict, strict=True)
+
+
+def build_to_fit(build: Callable[[], M], state_dict: Mapping[str, torch.Tensor], what: str) -> M:
+    """``build()`` loaded with ``state_dict``, the names and shapes checked first on a build on the meta device,
+    which allocates nothing: a config edited to ask for a huge module gets the ValueError of
+    [`load_state_dict_checked`][timestep_embed.nn.load_state_dict_checked], not a MemoryError."""
+    with torch.device("meta"):
+        probe = build()
+    _check_fits(probe, state_dict, what)
+    module = build()
+    module.load_state_dict(state_dict, strict=True)
+    return module
+
+
+def _check_fits(module: nn.Module, state_dict: Mapping[str, torch.Tensor], what: str) -> None:
     expected = module.state_dict()
     missing = sorted(set(expected) - set(state_dict))
     unexpected = sorted(set(state_dict) - set(expected))
@@ -60,7 +81,6 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
             f"{what}: the state dict does not fit. missing keys: {missing}; unexpected keys: "
             f"{unexpected}; shape mismatches: {shapes or 'none'}. Expected layout: {_describe(expected)}"
         )
-    module.load_state_dict(state_dict, strict=True)
 
 
 @dataclass(frozen=True)
