@@ -36,6 +36,8 @@ LEVERS = {
     "flow": ["diffusion.prediction=flow", "diffusion.min_snr_gamma=null", "sample.sampler=euler"],
     "lr_1e-3": ["train.lr=1e-3"],
     "cosine_lr_1e-3": ["diffusion.schedule=cosine", "train.lr=1e-3"],
+    # EDM's training noise levels: ln sigma ~ N(-1.2, 1.2^2) mapped to the schedule's steps, in place of uniform steps
+    "lognormal": ["diffusion.lognormal_mean=-1.2"],
     # EMA length is not a lever here: at 2000 steps the warmup (1+n)/(10+n) stays below any train.ema_decay
     # cap >= 0.996, so a longer cap changes nothing; scripts/ema_lengths.py compares averages in one run.
 }

@@ -19,13 +19,15 @@ LOG_EVERY_S = 30.0
 
 class LogProgress:
     """tqdm's interface as plain lines on stderr: ``desc: n/total unit (p%), k=v ...`` at most every
-    ``every`` seconds, and once more at `close` (nothing at all when ``enabled`` is False)."""
+    ``every`` seconds, and once more at `close` unless that line was just printed (nothing at all when ``enabled``
+    is False)."""
 
     def __init__(self, total=None, desc: str = "", unit: str = "it", initial: float = 0, *, enabled=True, every=None):
         self.total, self.desc, self.unit, self.n = total, desc, unit, initial
         self.enabled, self.every = enabled, LOG_EVERY_S if every is None else every
         self.postfix: dict[str, Any] = {}
         self.start = self.last = time.monotonic()
+        self.printed = ""  # the last line, not printed twice (a close right after a line)
 
     def update(self, n: float = 1) -> None:
         self.n += n
@@ -45,7 +47,10 @@ class LogProgress:
         done = f"{self.n:.0f}/{self.total:.0f}" if self.total else f"{self.n:.0f}"
         share = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
         extra = "".join(f", {k} {v}" for k, v in self.postfix.items())
-        print(f"{self.desc}: {done} {self.unit}{share}{extra}, {self.last - self.start:.0f} s", file=sys.stderr)
+        line = f"{self.desc}: {done} {self.unit}{share}{extra}, {self.last - self.start:.0f} s"
+        if line != self.printed:
+            print(line, file=sys.stderr)
+        self.printed = line
 
 
 def progress(total=None, desc: str = "", unit: str = "it", *, initial: float = 0, enabled: bool = True, **bar):

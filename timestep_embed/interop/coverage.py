@@ -9,7 +9,8 @@ precise reason it fails:
   sinusoid receives is what the contract computes from the pipeline's timestep (no ``contract:`` or ``convention:``
   flag);
 * **patch**: [`patch_diffusers_model`][timestep_embed.interop.patch_diffusers_model] keeps the output bit for bit (and
-  the state-dict keys);
+  the state-dict keys) in float32, and in bfloat16 and float16 where the model runs in them, patched before or after
+  the cast;
 * **trace**: [`trace_time_path`][timestep_embed.interop.trace_time_path] records the sinusoid's input, the sinusoid and
   the time MLP;
 * **from_state_dict**: [`TimestepEmbedder.from_state_dict`][timestep_embed.nn.embedder.TimestepEmbedder.from_state_dict]
@@ -107,7 +108,49 @@ def _patch(name: str, model, inputs, t, arg: str) -> str:
     after = run(patched, inputs, t, arg)
     if not torch.equal(before, after):
         return f"outputs differ after patching: max |d| {float((before - after).abs().max()):.3g}"
-    return "ok"
+    return _patch_in_low_precision(model, inputs, t, arg)
+
+
+def _patch_in_low_precision(model, inputs, t, arg: str) -> str:
+    """bfloat16 and float16, cast then patched and patched then cast, against the unpatched model cast to that
+    dtype (each dtype the model runs in on this device; CPU kernels lack some float16 operations). Bit for bit, a NaN
+    where the unpatched model makes one (a tiny random model can overflow float16) included."""
+    ran, skipped = [], []
+    for dtype in (torch.bfloat16, torch.float16):
+        cast = _cast(inputs, dtype)
+        try:
+            reference = run(copy.deepcopy(model).to(dtype), cast, t, arg)
+        except (RuntimeError, NotImplementedError) as exc:  # the unpatched model does not run in this dtype here
+            skipped.append(f"{str(dtype).removeprefix('torch.')}: {_first_line(exc)[:80]}")
+            continue
+        for order in ("cast then patch", "patch then cast"):
+            twin = copy.deepcopy(model)
+            twin = (
+                patch_diffusers_model(twin.to(dtype))
+                if order == "cast then patch"
+                else patch_diffusers_model(twin).to(dtype)
+            )
+            out = run(twin, cast, t, arg)
+            if out.shape != reference.shape or not ((out == reference) | (out.isnan() & reference.isnan())).all():
+                diff = float((out.float() - reference.float()).abs().max())
+                return (
+                    f"{str(dtype).removeprefix('torch.')} outputs differ after patching ({order}): max |d| {diff:.3g}"
+                )
+        ran.append(str(dtype).removeprefix("torch."))
+    also = f"also {' and '.join(ran)}, in both orders" if ran else ""
+    unpatched = f"the unpatched model does not run in {'; '.join(skipped)}" if skipped else ""
+    return "ok" + (f" ({'; '.join(x for x in (also, unpatched) if x)})" if ran or skipped else "")
+
+
+def _cast(value, dtype: torch.dtype):
+    """``value`` with every floating tensor in it (in dicts, lists and tuples too) cast to ``dtype``."""
+    if torch.is_tensor(value):
+        return value.to(dtype) if value.is_floating_point() else value
+    if isinstance(value, dict):
+        return {k: _cast(v, dtype) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_cast(v, dtype) for v in value)
+    return value
 
 
 def _main_mlp(model, embedder: TimestepEmbedder) -> str | None:
