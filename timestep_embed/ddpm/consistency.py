@@ -12,7 +12,8 @@ is where easy consistency tuning begins (Geng et al. 2024, "ECT", sec. 3).
 
 Training ([`consistency_loss`][timestep_embed.ddpm.consistency.consistency_loss]): sigma_t log-normal, a nearer
 level r(t) < t that moves towards t stage by stage (ECT's mapping, sec. 3.2), and the pseudo-Huber distance between
-``f(x_t, t)`` and the stopped-gradient ``f(x_r, r)`` weighted by 1 / (t - r) (Song & Dhariwal 2023, "iCT"; ECT).
+``f(x_t, t)`` and the stopped-gradient ``f(x_r, r)`` weighted by 1 / (t - r) (Song & Dhariwal 2023, "iCT"; ECT), or by
+EDM's loss weight (``weighting="edm"``; measured worse here, docs/ddpm.md).
 ``x_r`` is ``x0 + r eps`` with the same ``eps`` (consistency tuning/training, ``method="ect"``) or one Euler step of
 the teacher's ODE from ``x_t`` (consistency distillation, ``method="cd"``, Song et al. 2023 Algorithm 2).
 Sampling ([`consistency_sample`][timestep_embed.ddpm.consistency.consistency_sample]): Song et al. 2023 Algorithm 1.
