@@ -102,13 +102,8 @@ def main() -> int:
             out = args.out / f"{name}_s{seed}"
             speed = feature_speed(embedder, cfg.diffusion.num_timesteps)
             done = out / "metrics.json"
-            if (
-                not args.fresh
-                and done.is_file()
-                and json.loads(done.read_text()).get("config") == json.loads(json.dumps(cfg.to_dict()))
-            ):
-                metrics = json.loads(done.read_text())  # a finished run of the same config: reused
-            else:
+            metrics = json.loads(done.read_text()) if done.is_file() and not args.fresh else {}
+            if metrics.get("config") != json.loads(json.dumps(cfg.to_dict())):  # not a finished run of this config
                 metrics = run_training(cfg, out, embedder, overwrite=True, progress=sys.stderr.isatty())
             log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines() if line.strip()]
             norms = [r["grad_norm"] for r in log]

@@ -117,11 +117,11 @@ def _patch_in_low_precision(model, inputs, t, arg: str) -> str:
     where the unpatched model makes one (a tiny random model can overflow float16) included."""
     ran, skipped = [], []
     for dtype in (torch.bfloat16, torch.float16):
-        cast = _cast(inputs, dtype)
+        cast, name = _cast(inputs, dtype), str(dtype).removeprefix("torch.")
         try:
             reference = run(copy.deepcopy(model).to(dtype), cast, t, arg)
         except (RuntimeError, NotImplementedError) as exc:  # the unpatched model does not run in this dtype here
-            skipped.append(f"{str(dtype).removeprefix('torch.')}: {_first_line(exc)[:80]}")
+            skipped.append(f"{name}: {_first_line(exc)[:80]}")
             continue
         for order in ("cast then patch", "patch then cast"):
             twin = copy.deepcopy(model)
@@ -133,10 +133,8 @@ def _patch_in_low_precision(model, inputs, t, arg: str) -> str:
             out = run(twin, cast, t, arg)
             if out.shape != reference.shape or not ((out == reference) | (out.isnan() & reference.isnan())).all():
                 diff = float((out.float() - reference.float()).abs().max())
-                return (
-                    f"{str(dtype).removeprefix('torch.')} outputs differ after patching ({order}): max |d| {diff:.3g}"
-                )
-        ran.append(str(dtype).removeprefix("torch."))
+                return f"{name} outputs differ after patching ({order}): max |d| {diff:.3g}"
+        ran.append(name)
     also = f"also {' and '.join(ran)}, in both orders" if ran else ""
     unpatched = f"the unpatched model does not run in {'; '.join(skipped)}" if skipped else ""
     return "ok" + (f" ({'; '.join(x for x in (also, unpatched) if x)})" if ran or skipped else "")

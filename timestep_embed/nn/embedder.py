@@ -253,14 +253,12 @@ class TimestepEmbedder(nn.Module):
         else:
 
             def build() -> TimestepEmbedder:
-                kwargs, extras = embedder_arguments(config)
-                return with_mlp(cls(**kwargs), extras)
+                try:  # an edited config.json: its error names the file (build_to_fit meets it on the meta device)
+                    kwargs, extras = embedder_arguments(config)
+                    return with_mlp(cls(**kwargs), extras)
+                except (TypeError, ValueError) as exc:
+                    raise ValueError(f"{name_or_path}: its config.json does not build a {cls.__name__}: {exc}") from exc
 
-            try:  # an edited config.json: its error names the file (checked on the meta device: no allocation)
-                with torch.device("meta"):
-                    build()
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"{name_or_path}: its config.json does not build a {cls.__name__}: {exc}") from exc
             embedder = build_to_fit(build, state, f"{name_or_path}")
         return embedder.to(device=place, dtype=dtype)
 
