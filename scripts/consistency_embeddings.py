@@ -91,9 +91,11 @@ def main() -> int:
         "--fresh", action="store_true", help="train again where a finished run of the same config exists"
     )
     args = parser.parse_args()
-    # distill's config (its consistency section and 4-call sampler) with a from-scratch budget and learning rate
+    # distill's config (its consistency section and 4-call sampler) with a from-scratch budget and learning rate, and
+    # iCT's (ECT's) broad noise levels and 4 stages, the from-scratch choice (distill's defaults centre on the sampler)
     base = distill_config(load_config(args), [f"train.steps={args.steps}", "train.log_every=1", "eval.samplings=1",
-                                              "train.lr=1e-3", "train.warmup_steps=100"])  # fmt: skip
+                                              "train.lr=1e-3", "train.warmup_steps=100", "consistency.sigma_mean=-1.1",
+                                              "consistency.sigma_std=2.0", "consistency.stages=4"])  # fmt: skip
     rows, curves = [], {}
     for name in args.variants:
         for seed in args.seeds:
