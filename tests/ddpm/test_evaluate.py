@@ -187,11 +187,13 @@ def test_a_run_scores_the_mean_of_its_samplings():
 
 @pytest.mark.slow
 def test_make_evaluator_reproduces_the_shipped_file():
-    """The script trains the same weights again (on this torch and CPU family: about a minute)."""
+    """The script trains the same weights again (bit for bit on the torch and CPU family that made the file, an
+    equivalent classifier on others: about a minute)."""
     import subprocess
     import sys
     from pathlib import Path
 
     script = Path(__file__).resolve().parents[2] / "scripts" / "make_evaluator.py"
     proc = subprocess.run([sys.executable, str(script), "--check", "--quiet"], capture_output=True, text=True)
-    assert proc.returncode == 0 and "the same" in proc.stdout, proc.stdout + proc.stderr
+    verdict = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    assert proc.returncode == 0 and verdict in ("the same, bit for bit", "equivalent"), proc.stdout + proc.stderr
