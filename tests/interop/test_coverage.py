@@ -37,7 +37,9 @@ def test_a_sample_is_covered_on_all_four_checks(name):
     assert row.covered, row.results
 
 
-@pytest.mark.parametrize("name", ["ChromaTransformer2DModel", "TransformerTemporalModel", "MultiControlNetModel"])
+@pytest.mark.parametrize(
+    "name", ["ChromaTransformer2DModel", "TransformerTemporalModel", "MultiControlNetModel", "Flux3Transformer2DModel"]
+)
 def test_what_is_not_covered_says_why(name):
     row = check_class(name, time_classes()[name])
     assert not row.covered

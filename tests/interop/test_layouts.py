@@ -13,6 +13,7 @@ from safetensors.torch import load_file, save_file
 
 from timestep_embed import TimestepEmbedder
 from timestep_embed.interop import get_contract
+from timestep_embed.interop.tiny import TINY
 from timestep_embed.nn import find_time_paths
 
 from .conftest import build, run
@@ -236,3 +237,23 @@ def test_the_wan_original_builds_its_sinusoid_in_float64(tmp_path):
     mlp = model.condition_embedder.time_embedder
     with torch.no_grad():
         torch.testing.assert_close(embedder(timesteps), mlp(x), rtol=0, atol=1e-6)
+
+
+def test_a_flux3_flow_map_model_loads_both_of_its_time_paths(tmp_path):
+    """FLUX.3's flow-map (step-distilled) configs embed the timestep each step jumps to with a second MLP
+    (``target_timestep_embedder``, transformer_flux3.py): both load, each equal to the model's own."""
+    spec = TINY["Flux3Transformer2DModel"]
+    torch.manual_seed(0)
+    model = diffusers.Flux3Transformer2DModel(**spec.config, flow_map=True).eval()
+    t = torch.tensor(spec.timesteps)
+    inputs = {**spec.inputs(), "target_timestep": t / 2}
+    state = checkpoint_file(model, tmp_path)
+    match = find_time_paths(state)
+    assert match.layout.name == "flux3" and [p.label for p in match.paths] == ["timestep", "target timestep"]
+    for which, module, value in (
+        ("timestep", "timestep_embedder", t),
+        ("target timestep", "target_timestep_embedder", t / 2),
+    ):
+        embedder = TimestepEmbedder.from_state_dict(state, which=which)
+        with torch.no_grad():
+            assert torch.equal(embedder(value), module_output(model, inputs, t, module)), which

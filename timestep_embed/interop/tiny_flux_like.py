@@ -1,4 +1,4 @@
-"""Tiny models of the transformers built on Flux's (Chroma, FLUX.2, LongCat-Image, Ovis-Image, the Flux
+"""Tiny models of the transformers built on Flux's (Chroma, FLUX.2, FLUX.3, LongCat-Image, Ovis-Image, the Flux
 and SD3 ControlNets) and of CogView 3 Plus, Hunyuan-DiT, Cosmos and HiDream-I1, for the coverage
 report; the sizes follow diffusers' own model tests."""
 
@@ -51,6 +51,22 @@ FLUX_LIKE = dict(
             dict(_FLUX_CONFIG, axes_dims_rope=(4, 4, 4, 4), timestep_guidance_channels=256),
             _flux_like({"guidance": torch.full((B,), 4.0)}, ids=4),
             SIGMA,  # Flux2Pipeline passes timestep / 1000; the model multiplies by 1000
+        ),
+        "Flux3Transformer2DModel": Tiny(  # no test config in diffusers: the smallest its __init__ takes
+            "Flux3Transformer2DModel",
+            dict(
+                in_channels=4,
+                cond_in_channels=4,
+                num_layers=1,
+                num_single_layers=1,
+                attention_head_dim=16,
+                num_attention_heads=2,
+                joint_attention_dim=32,
+                timestep_channels=32,
+                axes_dims_rope=(4, 4, 4, 4),
+            ),
+            _flux_like(ids=4),
+            SIGMA,  # its forward documents a flow timestep in [0, 1] and multiplies by 1000
         ),
         "LongCatImageTransformer2DModel": Tiny(
             "LongCatImageTransformer2DModel",

@@ -1,5 +1,5 @@
 """The key layouts of the image transformers diffusers ports after Flux: FLUX.2 (and its original
-release), LongCat-Image, Ovis-Image, HiDream-I1, CogView 3 Plus, Hunyuan-DiT (and its original),
+release), FLUX.3, LongCat-Image, Ovis-Image, HiDream-I1, CogView 3 Plus, Hunyuan-DiT (and its original),
 Z-Image, BRIA 3.2, BRIA-FIBO, OmniGen."""
 
 from __future__ import annotations
@@ -29,6 +29,18 @@ IMAGE_LAYOUTS = [
         "black-forest-labs/flux2 (the keys diffusers' convert_flux2_transformer_checkpoint_to_diffusers reads)",
         (MLPKeys("timestep", "time_in.", MLP_EMBEDDER), MLPKeys("guidance", "guidance_in.", MLP_EMBEDDER)),
         markers=("single_stream_modulation.lin.",),
+        scale=1000.0,
+        in_model_dtype=True,
+    ),
+    Layout(
+        "flux3",
+        None,  # no pipeline in diffusers yet to read a contract from
+        _DIFFUSERS + "transformer_flux3.py (timestep.to(dtype) * 1000; the text and reference tokens at 0)",
+        (
+            MLPKeys("timestep", "timestep_embedder."),
+            MLPKeys("target timestep", "target_timestep_embedder."),  # flow-map (step-distilled) configs only
+        ),
+        markers=("early_stream_modulations.",),
         scale=1000.0,
         in_model_dtype=True,
     ),
