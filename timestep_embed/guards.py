@@ -3,7 +3,10 @@ accepted, and the warning for timesteps that arrive already rounded to float16/b
 
 [`check_options`][timestep_embed.guards.check_options] guards what the options alone can break (width, frequencies,
 gain) and runs in every mode; [`check_timesteps`][timestep_embed.guards.check_timesteps] reads the timesteps' values, so
-it runs eagerly only ([`graph_mode`][timestep_embed.guards.graph_mode] says when not).
+it runs where reading them costs no host sync ([`reads_values`][timestep_embed.guards.reads_values]): eagerly, for
+values on the host (Python numbers, lists, numpy arrays, CPU tensors). A tensor on an accelerator is embedded as
+diffusers embeds it, without a read (each read would wait for the device); ``set_value_checks("all")`` checks those
+too, at one host read a call.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from .conventions import Convention
 # fmt: off
 __all__ = [
     "TimestepsLike", "LowPrecisionTimestepWarning", "float_max", "check_dim", "check_options", "options_bound",
-    "graph_mode", "cacheable", "as_tensor", "value_range", "check_timesteps",
+    "graph_mode", "cacheable", "host_values", "VALUE_CHECKS", "set_value_checks", "reads_values", "as_tensor",
+    "value_range", "check_timesteps", "warn_half_on_device",
 ]
 # fmt: on
 
@@ -121,6 +125,36 @@ def graph_mode(t: torch.Tensor) -> bool:
     )
 
 
+def host_values(t: torch.Tensor) -> bool:
+    """True for an eager CPU tensor: its values can be read with no host sync, so the paths that read them
+    (value checks, reuse of repeated timesteps, the integer-step cache) are chosen for it. A tensor on an
+    accelerator (CUDA, MPS, ...) takes diffusers' operations only: no reads, no data-dependent launches."""
+    return t.is_cpu and not graph_mode(t)
+
+
+# What the value checks read: "host" (values already on the host: Python numbers, lists, numpy, CPU tensors) or
+# "all" (also tensors on an accelerator, one host read a call: for debugging a model on a GPU).
+VALUE_CHECKS = ("host", "all")
+_value_checks = ["host"]
+
+
+def set_value_checks(mode: str) -> str:
+    """Which timesteps the eager value checks read: ``"host"`` (default: Python numbers, lists, numpy arrays,
+    CPU tensors, where reading costs no sync) or ``"all"`` (accelerator tensors too: NaN, overflow and rounded
+    half-precision timesteps on a GPU get the same named errors and warnings, at one host sync per call).
+    Returns the previous mode."""
+    if mode not in VALUE_CHECKS:
+        raise ValueError(f"set_value_checks: mode must be one of {list(VALUE_CHECKS)}, got {mode!r}")
+    previous, _value_checks[0] = _value_checks[0], mode
+    return previous
+
+
+def reads_values(t: torch.Tensor) -> bool:
+    """Whether the eager guards read the values of ``t``: on the host always (outside graph mode), on an
+    accelerator only after ``set_value_checks("all")``."""
+    return not graph_mode(t) and (t.is_cpu or _value_checks[0] == "all")
+
+
 def cacheable(t: torch.Tensor) -> bool:
     """Whether a cache may keep ``t``: a real tensor that works in every later mode, not an inference
     tensor (autograd cannot save those), not a fake or functional one, without autograd history.
@@ -205,6 +239,13 @@ def check_timesteps(
     return low, high
 
 
+def warn_half_on_device(t: torch.Tensor) -> None:
+    """The rounded-timestep warning for a float16/bfloat16 tensor whose values are not read (on an
+    accelerator): the dtype alone says the timesteps were probably rounded before the embedding."""
+    if t.dtype in _EXACT_INTEGER_LIMIT:
+        warnings.warn(_ROUNDED[t.dtype, "device"], LowPrecisionTimestepWarning, stacklevel=4)
+
+
 def _warn_if_rounded(t: torch.Tensor, largest: float, values: list | None) -> None:
     """Half-precision timesteps: warn when they hold values that dtype cannot have stored exactly.
 
@@ -222,13 +263,18 @@ def _warn_if_rounded(t: torch.Tensor, largest: float, values: list | None) -> No
     else:
         rounded = not torch.equal(t, torch.round(t))
     if rounded:
-        warnings.warn(_ROUNDED[t.dtype], LowPrecisionTimestepWarning, stacklevel=4)
+        warnings.warn(_ROUNDED[t.dtype, "host"], LowPrecisionTimestepWarning, stacklevel=4)
 
 
+_WHAT = {
+    "host": "with fractional values or integers above {limit}",
+    "device": "on an accelerator (where their values are not read)",
+}
 _ROUNDED = {
-    dtype: f"timesteps arrived as {dtype} with fractional values or integers above {limit}: {dtype} spaces numbers "
+    (dtype, where): f"timesteps arrived as {dtype} {what.format(limit=limit)}: {dtype} spaces numbers "
     f"{torch.finfo(dtype).eps * 512:g} apart near 1000 and holds every integer only up to {limit}, so they were "
     "probably rounded before reaching the embedding (bfloat16 turns 999 into 1000, float16 turns 998.4 into 998.5). "
     "Keep timesteps in int64 or float32 under autocast / .half()."
     for dtype, limit in _EXACT_INTEGER_LIMIT.items()
+    for where, what in _WHAT.items()
 }

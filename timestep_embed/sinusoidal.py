@@ -23,11 +23,17 @@ Compute paths, all in [`sinusoidal_embedding`][timestep_embed.sinusoidal_embeddi
 A large eager output is written by row blocks of path 1 or 2 into the output: the temporaries (phase,
 sin, cos) exist for one block at a time, the bits are the same (elementwise operations again).
 
-Every call checks its options ([`check_options`][timestep_embed.guards.check_options]); eager calls also check
-the values ([`check_timesteps`][timestep_embed.guards.check_timesteps]). Under ``torch.jit.trace``,
-``torch.compile``, ``torch.export``, on meta and fake tensors (``guards.graph_mode``), paths 1 and 2
-run as they are, with no data-dependent branch and no value check, exactly like diffusers' function;
-inputs that require grad are checked but always take path 1 or 2, so d/dt is diffusers' d/dt.
+Paths 3 and the row blocks read the timesteps' values, which costs nothing for a CPU tensor and a host sync
+for a tensor on an accelerator, where one pass of path 1 or 2 is also what measures fastest
+(docs/benchmarks.md): so they run on the CPU only ([`host_values`][timestep_embed.guards.host_values]), and a
+tensor on a GPU takes path 1 or 2 with no host sync, as diffusers' function.
+
+Every call checks its options ([`check_options`][timestep_embed.guards.check_options]); eager calls on values
+held on the host also check the values ([`check_timesteps`][timestep_embed.guards.check_timesteps]; on an
+accelerator after ``set_value_checks("all")``). Under ``torch.jit.trace``, ``torch.compile``,
+``torch.export``, on meta and fake tensors (``guards.graph_mode``), paths 1 and 2 run as they are, with
+no data-dependent branch and no value check, exactly like diffusers' function; inputs that require grad are
+checked but always take path 1 or 2, so d/dt is diffusers' d/dt.
 """
 
 from __future__ import annotations
@@ -49,7 +55,10 @@ from .guards import (
     check_options,
     check_timesteps,
     graph_mode,
+    host_values,
     options_bound,
+    reads_values,
+    warn_half_on_device,
 )
 
 # fmt: off
@@ -157,8 +166,9 @@ def _distinct(flat: torch.Tensor, low: float, high: float) -> tuple[torch.Tensor
 
 
 def distinct_values(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """``(values, index)`` with ``t.reshape(-1) == values[index]`` when ``t`` holds at least 512 entries
-    and at most half as many distinct values; None otherwise, and in graph mode.
+    """``(values, index)`` with ``t.reshape(-1) == values[index]`` when ``t`` is an eager CPU tensor of at least
+    512 entries and at most half as many distinct values; None otherwise (in graph mode, and on an accelerator,
+    where finding them would cost a host sync).
 
     The one reuse mechanism of the package: the core embeds ``values`` and gathers; the
     [`TimestepEmbedder`][timestep_embed.TimestepEmbedder] runs the sinusoid and the MLP on them (per-token
@@ -166,7 +176,7 @@ def distinct_values(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None
     """
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"t must be a torch.Tensor, got {type(t).__name__}")
-    if graph_mode(t):  # first: under export even reading the size would specialize a dynamic batch
+    if not host_values(t):  # first: under export even reading the size would specialize a dynamic batch
         return None
     flat = t.reshape(-1)
     if flat.shape[0] < _DISTINCT_MIN_ROWS:
@@ -175,11 +185,14 @@ def distinct_values(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None
     return _distinct(flat, low, high)
 
 
-def _embed(t: torch.Tensor, value_range, dim: int, conv: Convention, precise: bool, pad: bool, dtype) -> torch.Tensor:
-    """[...] -> [..., width] in ``dtype`` by paths 1-3 (path 3 and row blocks only with a ``value_range``)."""
+def _embed(
+    t: torch.Tensor, value_range, dim: int, conv: Convention, precise: bool, pad: bool, dtype, eager: bool
+) -> torch.Tensor:
+    """[...] -> [..., width] in ``dtype`` by paths 1-3 (path 3 and row blocks only on the CPU, with a
+    ``value_range``)."""
     flat = t if t.dim() == 1 else t.reshape(-1)
-    n, eager = flat.shape[0], value_range is not None
-    if not eager or t.requires_grad or n * dim < _DISTINCT_MIN_VALUES:
+    n = flat.shape[0]
+    if value_range is None or not flat.is_cpu or t.requires_grad or n * dim < _DISTINCT_MIN_VALUES:
         emb = _direct(flat, dim, conv, precise, eager, pad)
     elif value_range[0] == value_range[1]:  # one timestep for the whole batch
         emb = _direct(flat[:1], dim, conv, precise, eager, pad).to(dtype)
@@ -243,15 +256,19 @@ def sinusoidal_embedding(
     precise = check_bool(precise, "precise") or dtype == torch.float64
     pad_odd, in_input_dtype = check_bool(pad_odd, "pad_odd"), check_bool(scale_in_input_dtype, "scale_in_input_dtype")
     t, value_range = as_tensor(timesteps, device), None
-    if graph_mode(t):  # no lru_cache under dynamo (torch 2.2's cannot trace one)
+    eager = not graph_mode(t)
+    if not eager:  # no lru_cache under dynamo (torch 2.2's cannot trace one)
         check_options(dim, conv, dtype, precise)
-    else:  # an empty batch has no range but is eager all the same: (0, 0)
+    else:
         bound = options_bound(dim, conv, dtype, precise)
-        value_range = check_timesteps(t, conv, precise, max_frequency=bound, scale_in_input_dtype=in_input_dtype)
-        value_range = value_range or (0.0, 0.0)
+        if reads_values(t):  # an empty batch has no range but is eager all the same: (0, 0)
+            value_range = check_timesteps(t, conv, precise, max_frequency=bound, scale_in_input_dtype=in_input_dtype)
+            value_range = value_range or (0.0, 0.0)
+        else:  # on an accelerator: no read, no sync (diffusers' function reads nothing either)
+            warn_half_on_device(t)
     if in_input_dtype and t.is_floating_point() and conv.scale != 1:
         t, conv = conv.scale * t, replace(conv, scale=1.0)  # in t's dtype, as Flux (value_range bounds ints only)
-    return _embed(t, value_range, dim, conv, precise, pad_odd, dtype)
+    return _embed(t, value_range, dim, conv, precise, pad_odd, dtype, eager)
 
 
 def sinusoidal_embedding_np(

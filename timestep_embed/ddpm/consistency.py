@@ -28,7 +28,17 @@ from typing import ClassVar, Literal, get_args
 
 import torch
 
-from .diffusion import Model, Schedule, coef, index_at_sigma, log_sigma_table, predict_x0_eps, randn
+from .diffusion import (
+    Model,
+    Schedule,
+    coef,
+    gather,
+    index_at_sigma,
+    log_sigma_table,
+    predict_x0_eps,
+    randn,
+    wide_dtype,
+)
 from .schema import check_section
 
 __all__ = [
@@ -80,7 +90,8 @@ def model_time_at(schedule: Schedule, sigma: torch.Tensor) -> torch.Tensor:
     index = index_at_sigma(schedule, sigma)
     lo = index.floor().long()
     hi = (lo + 1).clamp(max=schedule.T - 1)
-    return (schedule.model_t[lo] + (index - lo) * (schedule.model_t[hi] - schedule.model_t[lo])).float()
+    at_lo = gather(schedule.model_t, lo)
+    return (at_lo + (index - lo) * (gather(schedule.model_t, hi) - at_lo)).float()
 
 
 def consistency_function(
@@ -88,10 +99,10 @@ def consistency_function(
 ) -> torch.Tensor:
     """f(x, sigma) = D(x, sigma), the data prediction of an eps- or v-model at the VE point ``x`` [B, ...] and noise
     levels ``sigma`` (float [B], >= 0); exactly ``x`` where sigma is 0 (the boundary condition, Song et al. eq. 3)."""
-    sigma64 = sigma.detach().to("cpu", torch.float64)
+    sigma64 = sigma.detach().to(wide_dtype(sigma.device))
     abar = 1 / (1 + sigma64**2)
     x_vp = coef(abar.sqrt(), x) * x
-    out = model(x_vp, model_time_at(schedule, sigma64).to(x.device)).to(x.dtype)
+    out = model(x_vp, model_time_at(schedule, sigma64).to(x.device, non_blocking=True)).to(x.dtype)
     x0, _ = predict_x0_eps(out, x_vp, abar, prediction)
     return torch.where(coef(sigma64, x) == 0, x, x0)
 
@@ -124,7 +135,9 @@ def consistency_loss(
     teacher = teacher if cfg.method == "cd" else None
     dev = generator.device if generator is not None else x0.device
     log_t = cfg.sigma_mean + cfg.sigma_std * torch.randn(x0.shape[0], generator=generator, device=dev)
-    t = log_t.to("cpu", torch.float64).clamp(float(log_sigma_table(schedule)[0]), math.log(cfg.sigma_max)).exp()
+    wide = wide_dtype(log_t.device)
+    smallest = log_sigma_table(schedule)[:1].to(log_t.device, wide, non_blocking=True)  # a tensor bound: no read
+    t = log_t.to(wide).clamp(min=smallest).clamp(max=math.log(cfg.sigma_max)).exp()
     r = nearer_sigma(t, stage, cfg.mapping_k)
     eps = randn(x0.shape, generator, x0)
     x_t = x0 + coef(t, x0) * eps
@@ -138,7 +151,7 @@ def consistency_loss(
     pred = consistency_function(model, x_t, t, schedule, prediction).float()
     distance = ((pred - target).pow(2).flatten(1).sum(1) + cfg.huber_c**2).sqrt() - cfg.huber_c
     weight = 1 / (t - r) if cfg.weighting == "gap" else 1 / t**2 + 1 / cfg.sigma_data**2
-    return (distance * weight.float().to(x0.device)).mean()
+    return (distance * weight.float().to(x0.device, non_blocking=True)).mean()
 
 
 def consistency_levels(steps: int, sigma_max: float, last_sigma: float) -> list[float]:

@@ -11,8 +11,10 @@ How the model is called: ``model(x_t, t_model)`` with ``x_t`` ``[B, C, H, W]`` a
   the subsequence (as improved-diffusion's ``_WrappedModel`` does);
 * continuous-time schedules: t in (0, 1] fed as float32 ``1000 * t``.
 
-All tensors of a [`Schedule`][timestep_embed.ddpm.Schedule] are float64 on the CPU; coefficients are gathered there and
-cast to the sample's dtype/device, so schedules never drift between float32 and float64 copies.
+All tensors of a [`Schedule`][timestep_embed.ddpm.Schedule] are float64 on the CPU, so schedules never drift between
+float32 and float64 copies. Coefficients are gathered where the indices are ([`gather`][timestep_embed.ddpm.diffusion.gather]:
+indices drawn on a GPU gather from a copy of the table sent there without waiting) and cast to the sample's dtype; a
+training step and a sampling step make no host sync.
 """
 
 from __future__ import annotations
@@ -77,15 +79,18 @@ class Schedule:
     def T(self) -> int:  # noqa: N802 - the paper's symbol
         return len(self.betas)
 
-    def time_for_model(self, i: torch.Tensor | int, batch: int | None = None) -> torch.Tensor:
-        """``t_model`` [B] for schedule indices ``i`` ([B] tensor, or an int broadcast to ``batch``)."""
-        i = torch.as_tensor(i, dtype=torch.long).cpu()
-        t = self.model_t[i].expand(batch) if i.ndim == 0 and batch is not None else self.model_t[i]
-        return t.round().long() if self.integer_time else t.float()
+    def time_for_model(self, i: torch.Tensor | int, batch: int | None = None, device=None) -> torch.Tensor:
+        """``t_model`` [B] for schedule indices ``i`` ([B] int64 tensor on any device, gathered there, or an int
+        broadcast to ``batch``), on ``device`` (default: where ``i`` is)."""
+        i = torch.as_tensor(i, dtype=torch.long)
+        t = gather(self.model_t, i)
+        t = t.expand(batch) if i.ndim == 0 and batch is not None else t
+        t = t.round().long() if self.integer_time else t.float()
+        return t if device is None else t.to(device, non_blocking=True)
 
     def alpha_bar_at(self, t: torch.Tensor) -> torch.Tensor:
-        """Continuous abar(t) for t in [0, 1] (float64), for schedules built with continuous=True."""
-        t = t.to(torch.float64)
+        """Continuous abar(t) for t in [0, 1] (float64; float32 on MPS), for schedules built with continuous=True."""
+        t = t.to(wide_dtype(t.device))
         if self.continuous == "linear":
             # Continuous limit of Ho's linear schedule = the VP SDE of Song et al. 2021 (eq. 33):
             # log abar(t) = -(b_min t + (b_max - b_min) t^2 / 2) with b = T * beta, T = 1000.
@@ -178,14 +183,29 @@ def respace(schedule: Schedule, timesteps: torch.Tensor) -> Schedule:
     return Schedule(betas, schedule.model_t[ts], schedule.integer_time, schedule.continuous, schedule.beta_range)
 
 
+def wide_dtype(device: torch.device) -> torch.dtype:
+    """float64, the schedule's precision, on every device that has it (Apple's MPS has no float64: float32)."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+def gather(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``table[index]`` computed where ``index`` is: a float64 CPU table [T] (a schedule's) is sent to the index's
+    device with ``non_blocking=True`` (from pageable memory the copy is staged at once and the host does not wait),
+    so indices drawn on a GPU gather with no host sync; on the CPU it is the plain gather."""
+    if index.device.type == "cpu":
+        return table[index]
+    return table.to(index.device, wide_dtype(index.device), non_blocking=True)[index]
+
+
 def coef(values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """float64 [B] -> [B, 1, ..., 1] in x's dtype and device (for broadcasting over x)."""
-    return values.to(dtype=x.dtype).to(x.device).reshape(-1, *([1] * (x.ndim - 1)))
+    """float64 [B] -> [B, 1, ..., 1] in x's dtype and device (for broadcasting over x); cast where ``values`` are,
+    then sent to x's device without waiting (see [`gather`][timestep_embed.ddpm.diffusion.gather])."""
+    return values.to(dtype=x.dtype).to(x.device, non_blocking=True).reshape(-1, *([1] * (x.ndim - 1)))
 
 
 def q_sample(x0: torch.Tensor, t: torch.Tensor, noise: torch.Tensor, schedule: Schedule) -> torch.Tensor:
     """Forward process, Ho et al. eq. 4: x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps. t: int64 [B] indices."""
-    abar = schedule.alphas_cumprod[t.cpu()]
+    abar = gather(schedule.alphas_cumprod, t)
     return coef(abar.sqrt(), x0) * x0 + coef((1 - abar).sqrt(), x0) * noise
 
 
@@ -216,12 +236,14 @@ def log_sigma_table(schedule: Schedule) -> torch.Tensor:
 
 
 def index_at_sigma(schedule: Schedule, sigma: torch.Tensor) -> torch.Tensor:
-    """The fractional indices (float64 [B]) where the schedule's ln sigma_VE reaches ln ``sigma`` [B], linear between
-    neighbouring steps and clamped to [0, T - 1] (diffusers' ``_sigma_to_t``, k-diffusion's ``sigma_to_t``)."""
-    log_sigma = sigma.detach().to("cpu", torch.float64).clamp(min=1e-300).log()
+    """The fractional indices (float64 [B], on sigma's device) where the schedule's ln sigma_VE reaches ln ``sigma``
+    [B], linear between neighbouring steps and clamped to [0, T - 1] (diffusers' ``_sigma_to_t``, k-diffusion's
+    ``sigma_to_t``)."""
+    wide = wide_dtype(sigma.device)
+    log_sigma = sigma.detach().to(wide).clamp(min=torch.finfo(wide).tiny).log()
     if schedule.T == 1:
         return torch.zeros_like(log_sigma)
-    table = log_sigma_table(schedule)
+    table = log_sigma_table(schedule).to(sigma.device, wide, non_blocking=True)
     hi = torch.searchsorted(table, log_sigma).clamp(1, schedule.T - 1)
     w = ((log_sigma - table[hi - 1]) / (table[hi] - table[hi - 1])).clamp(0, 1)
     return (hi - 1).to(torch.float64) + w
@@ -237,8 +259,9 @@ def draw_timesteps(
     if lognormal is None:
         return torch.randint(0, schedule.T, (batch,), generator=generator, device=device)
     mean, std = lognormal
-    log_sigma = mean + std * torch.randn(batch, generator=generator, device=device, dtype=torch.float64)
-    table = log_sigma_table(schedule).to(device)  # ascending
+    wide = wide_dtype(torch.device(device))
+    log_sigma = mean + std * torch.randn(batch, generator=generator, device=device, dtype=wide)
+    table = log_sigma_table(schedule).to(device, wide, non_blocking=True)  # ascending
     upper = torch.searchsorted(table, log_sigma).clamp(1, schedule.T - 1)
     nearer_lower = (log_sigma - table[upper - 1]) < (table[upper] - log_sigma)
     return torch.where(nearer_lower, upper - 1, upper)
@@ -274,23 +297,24 @@ def training_loss(
     if schedule.continuous is None:
         if t is None:
             t = draw_timesteps(schedule, B, generator, dev, lognormal)
-        abar, t_model = schedule.alphas_cumprod[t.cpu()], schedule.time_for_model(t.cpu())
+        abar, t_model = gather(schedule.alphas_cumprod, t), schedule.time_for_model(t)
     else:
+        wide = wide_dtype(torch.device(dev))
         if t is None:
-            t = torch.rand(B, generator=generator, device=dev, dtype=torch.float64)
+            t = torch.rand(B, generator=generator, device=dev, dtype=wide)
             t = 1.0 / schedule.T + (1 - 1.0 / schedule.T) * t
-        t64 = t.cpu().to(torch.float64)
+        t64 = t.to(wide)
         abar, t_model = schedule.alpha_bar_at(t64).clamp(min=1e-12), (1000 * t64).float()
     if noise is None:
         noise = randn(x0.shape, generator, x0)
     x_t = coef(abar.sqrt(), x0) * x0 + coef((1 - abar).sqrt(), x0) * noise
     target = noise if prediction == "eps" else coef(abar.sqrt(), x0) * noise - coef((1 - abar).sqrt(), x0) * x0
-    out = model(x_t, t_model.to(x0.device)).float()
+    out = model(x_t, t_model.to(x0.device, non_blocking=True)).float()
     per_sample = (out - target.float()).pow(2).flatten(1).mean(1)
     if min_snr_gamma is not None:
         snr = abar / (1 - abar)
         weight = snr.clamp(max=min_snr_gamma) / (snr if prediction == "eps" else snr + 1)
-        per_sample = per_sample * weight.float().to(x0.device)
+        per_sample = per_sample * weight.float().to(x0.device, non_blocking=True)
     return per_sample.mean()
 
 
@@ -305,12 +329,13 @@ def flow_matching_loss(
     """Rectified flow (Liu et al. 2022; Esser et al. 2024, "SD3", sec. 2-3): x_t = (1 - t) x0 + t eps,
     the model predicts the velocity u = eps - x0 and sees ``1000 t`` (float32, as SD3's scheduler
     timesteps). t ~ logit-normal(0, 1), SD3's choice (sec. 3.1), unless ``t`` (float [B] in (0, 1)) is given."""
+    dev = generator.device if generator is not None else x0.device
+    wide = wide_dtype(torch.device(dev))
     if t is None:
-        dev = generator.device if generator is not None else x0.device
-        t = torch.sigmoid(torch.randn(x0.shape[0], generator=generator, device=dev, dtype=torch.float64))
-    t64 = t.cpu().to(torch.float64)
+        t = torch.sigmoid(torch.randn(x0.shape[0], generator=generator, device=dev, dtype=wide))
+    t64 = t.to(wide)
     if noise is None:
         noise = randn(x0.shape, generator, x0)
     x_t = coef(1 - t64, x0) * x0 + coef(t64, x0) * noise
-    out = model(x_t, (1000 * t64).float().to(x0.device)).float()
+    out = model(x_t, (1000 * t64).float().to(x0.device, non_blocking=True)).float()
     return (out - (noise - x0).float()).pow(2).flatten(1).mean(1).mean()

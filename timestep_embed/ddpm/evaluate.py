@@ -9,7 +9,12 @@ Reported for the samples, and for two references at the SAME sample count so the
 * ``entropy``: entropy in nats of the histogram of predicted classes (varied? max ln 10 = 2.303);
 * ``real_*``: N training digits (seeded random subset, N = number of samples) scored the same way
   against the held-out digits: what a generator reproducing real digits gets at this N;
-* ``noise_*``: N images of N(0, 1) noise clipped to [-1, 1]: what an untrained sampler gets.
+* ``noise_*``: N images of N(0, 1) noise clipped to [-1, 1]: what an untrained sampler gets;
+* ``copies``: the fraction of samples that sit nearer to a training digit (L2 in pixels) than all but 1% of the
+  held-out digits do (``copy_distance``, the held-out digits' 1st percentile of their own nearest-training
+  distances); digits drawn like the held-out ones give about ``heldout_copies`` (0.01), a model that reproduces
+  its training digits far more. ``nearest_ratio``: the samples' median nearest-training distance over the
+  held-out digits' (below 1: closer to the training set than unseen digits are).
 
 FD is biased upwards at small N, hence references at the same N. The classifier is
 [`classifier`][timestep_embed.ddpm.classifier]'s, trained on the training split only and cached.
@@ -26,7 +31,17 @@ import torch
 from .classifier import ClassifierConfig, classify, load_classifier
 from .data import crop_to_28, load_mnist
 
-__all__ = ["frechet_distance", "prepare_samples", "evaluate_samples", "score", "format_report"]
+__all__ = [
+    "frechet_distance",
+    "nearest_distances",
+    "copy_scores",
+    "prepare_samples",
+    "evaluate_samples",
+    "score",
+    "format_report",
+]
+
+COPY_QUANTILE = 0.01  # a sample is a copy when nearer to a training digit than 99% of the held-out digits are
 
 
 def frechet_distance(a: torch.Tensor | np.ndarray, b: torch.Tensor | np.ndarray) -> float:
@@ -44,6 +59,33 @@ def frechet_distance(a: torch.Tensor | np.ndarray, b: torch.Tensor | np.ndarray)
     middle = np.linalg.eigvalsh(root1 @ s2 @ root1)
     tr_sqrt = np.sqrt(np.clip(middle, 0, None)).sum()
     return float(((mu1 - mu2) ** 2).sum() + np.trace(s1) + np.trace(s2) - 2 * tr_sqrt)
+
+
+def nearest_distances(x: torch.Tensor, reference: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """Each image's L2 distance to its nearest image of ``reference`` (float64 [N]; images [N, ...] and
+    [M, ...] of one shape), in float64 on the CPU, ``chunk`` rows at a time."""
+    ref = reference.flatten(1).double().cpu()
+    ref_sq = (ref * ref).sum(1)
+    out = []
+    for start in range(0, len(x), chunk):
+        a = x[start : start + chunk].flatten(1).double().cpu()
+        sq = (a * a).sum(1, keepdim=True) + ref_sq[None] - 2 * a @ ref.T  # |a - r|^2 for every pair
+        out.append(sq.min(1).values.clamp(min=0).sqrt())
+    return torch.cat(out)
+
+
+def copy_scores(samples: torch.Tensor, train: torch.Tensor, heldout: torch.Tensor) -> dict:
+    """``copies``, ``copy_distance``, ``heldout_copies`` and ``nearest_ratio`` of ``samples`` against the
+    ``train`` and ``heldout`` digits (see the module docstring), all [N, 1, 28, 28] in [-1, 1]."""
+    held = nearest_distances(heldout, train)
+    threshold = float(torch.quantile(held, COPY_QUANTILE))
+    mine = nearest_distances(samples, train)
+    return {
+        "copies": float((mine < threshold).double().mean()),
+        "copy_distance": threshold,
+        "heldout_copies": float((held < threshold).double().mean()),
+        "nearest_ratio": float(mine.median() / held.median()),
+    }
 
 
 def _scores(prefix: str, logits: torch.Tensor, feats: torch.Tensor, ref_feats: torch.Tensor) -> dict:
@@ -85,16 +127,18 @@ def evaluate_samples(
     ``config``: the evaluator's [`ClassifierConfig`][timestep_embed.ddpm.ClassifierConfig] (None: the defaults). Returns
     a flat JSON-able dict: ``fd``, ``confidence``, ``entropy``, ``class_histogram`` for the samples; the same with
     prefixes ``real_`` (N training digits vs held-out) and ``noise_`` (N clipped N(0,1) images);
+    ``copies``, ``copy_distance``, ``heldout_copies``, ``nearest_ratio`` (the memorisation check);
     ``num_samples``, ``max_entropy`` (ln 10), ``classifier_accuracy`` (held-out), ``heldout_source``,
     ``heldout_num``, ``classifier_cache_file``, ``classifier_cached``."""
     x = prepare_samples(samples)
     model, info = load_classifier(data_source, config, cache_dir, progress)
     held_x, _ = load_mnist(data_source, "heldout")
+    train_x, _ = load_mnist(data_source, "train")
     _, held_feats = classify(model, held_x)
     result = {"num_samples": len(x), **_scores("", *classify(model, x), held_feats)}
+    result.update(copy_scores(x, crop_to_28(train_x), crop_to_28(held_x)))
     if references:
         g = torch.Generator().manual_seed(1234)
-        train_x, _ = load_mnist(data_source, "train")
         real = train_x[torch.randperm(len(train_x), generator=g)[: len(x)]]
         noise = torch.randn(x.shape, generator=g).clamp(-1, 1)
         result.update(_scores("real_", *classify(model, real), held_feats))
@@ -121,10 +165,11 @@ def score(cfg, samplings, references: bool = True, progress: bool = False) -> di
         for i, x in enumerate(sets)
     ]
     result = dict(each[0])
-    for key in ("fd", "confidence", "entropy"):
+    for key in ("fd", "confidence", "entropy", "copies", "nearest_ratio"):
         values = [e[key] for e in each]
         result[key], result[f"{key}_spread"] = sum(values) / len(values), max(values) - min(values)
-    result["samplings"] = [{k: e[k] for k in ("fd", "confidence", "entropy", "class_histogram")} for e in each]
+    kept = ("fd", "confidence", "entropy", "copies", "nearest_ratio", "class_histogram")
+    result["samplings"] = [{k: e[k] for k in kept} for e in each]
     return result
 
 
@@ -145,4 +190,9 @@ def format_report(m: dict) -> str:
         f"(entropy max ln 10 = 2.303; evaluator held-out accuracy {m['classifier_accuracy']:.2%}"
         f" on {m['heldout_num']} digits)"
     )
+    if "copies" in m:
+        lines.append(
+            f"copies of training digits: {m['copies']:.2%} of the samples (held-out digits: {m['heldout_copies']:.2%});"
+            f" median nearest-training distance {m['nearest_ratio']:.2f}x the held-out digits'"
+        )
     return "\n".join(lines)

@@ -52,7 +52,7 @@ RUN_FILES = ("config.yaml", RUN_CHECKPOINT, "log.jsonl", "loss_curve.png", "samp
 # What a resume may change: how long the run trains, how it is watched, where it runs, how it is sampled
 # and scored. Anything else would continue training another model than the checkpoint's.
 RESUMABLE_TRAIN = ("minutes", "steps", "log_every", "checkpoint_minutes", "snapshot_every", "threads", "tensorboard")
-RESUMABLE = {f"train.{k}" for k in (*RESUMABLE_TRAIN, "device", "bf16", "out_dir")}
+RESUMABLE = {f"train.{k}" for k in (*RESUMABLE_TRAIN, "device", "bf16", "compile", "out_dir")}
 
 
 def remove_stale_temp_files(folder: Path) -> None:

@@ -43,6 +43,7 @@ class Runtime:
         if threads is not None:
             torch.set_num_threads(threads)
         dev = torch.device(resolve_device(device))
+        fixed_shapes(dev)
         return cls(dev, bf16=resolve_bf16(bf16, dev))
 
     @property
@@ -112,7 +113,15 @@ def setup(device: str = "auto", bf16: bool | str = "auto", threads: int | None =
             torch.cuda.set_device(local)
         dist.init_process_group("nccl" if kind == "cuda" else "gloo")
     dev = torch.device(kind, local) if kind == "cuda" else torch.device(kind)
+    fixed_shapes(dev)
     return Runtime(dev, rank, world, local, resolve_bf16(bf16, dev))
+
+
+def fixed_shapes(device: torch.device) -> None:
+    """On CUDA, cuDNN's benchmark mode: training and sampling run the same few shapes thousands of times, so
+    timing each convolution's algorithms once per shape pays off (PyTorch's performance tuning guide)."""
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
 
 
 def cleanup() -> None:

@@ -148,7 +148,7 @@ def sample(
         schedule = respace(schedule, subsequence)
     net = _maybe_progress(model, progress, sampler)
     for i in range(schedule.T - 1, -1, -1):
-        out = net(x, schedule.time_for_model(i, x.shape[0]).to(device)).float()
+        out = net(x, schedule.time_for_model(i, x.shape[0], device)).float()
         if sampler == "ddpm":
             x, _ = ddpm_step(out, x, i, schedule, generator=generator, prediction=prediction, clip_x0=clip_x0,
                              noise_scale=noise_scale)  # fmt: skip

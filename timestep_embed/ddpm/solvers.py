@@ -65,7 +65,7 @@ def karras_levels(
 def model_time(schedule: Schedule, index: float, batch: int, device) -> torch.Tensor:
     """What the model gets at a (fractional) index: ``schedule.model_t`` there (int64 when whole and discrete)."""
     if float(index).is_integer():
-        return schedule.time_for_model(int(index), batch).to(device)
+        return schedule.time_for_model(int(index), batch, device)
     lo = int(math.floor(index))
     t = schedule.model_t[lo] + (index - lo) * (schedule.model_t[min(lo + 1, schedule.T - 1)] - schedule.model_t[lo])
     return torch.full((batch,), float(t), device=device)

@@ -54,6 +54,8 @@ __all__ = [
     "lr_at",
     "adamw",
     "update_ema",
+    "TrainingDiverged",
+    "compiled",
     "train_loop",
     "run_training",
     "DISTILL_DEFAULTS",
@@ -62,8 +64,13 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-# Called after every step with (step, model, ema, loss); returning True stops the run as Ctrl-C would.
-Callback = Callable[[int, nn.Module, nn.Module, float], "bool | None"]
+# Called after every step with (step, model, ema, loss); returning True stops the run as Ctrl-C would. The loss is
+# the step's 0-d tensor, on the device: reading it (float(loss)) waits for the device, so read it only when needed.
+Callback = Callable[[int, nn.Module, nn.Module, torch.Tensor], "bool | None"]
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or inf (read at a log line): the run stops, its checkpoint keeps the last finite state."""
 
 
 def lr_at(progress: float, step: int, t: TrainConfig) -> float:
@@ -87,10 +94,11 @@ def adamw(params, lr: float, *, weight_decay: float = 0.0, betas=(0.9, 0.999)) -
 @torch.no_grad()
 def update_ema(ema: nn.Module, model: nn.Module, step: int, max_decay: float) -> None:
     """EMA of the weights with warmup, decay ``min(max_decay, (1 + n) / (10 + n))`` at step n, so a short
-    run averages its last part rather than its random start."""
+    run averages its last part rather than its random start. One ``torch._foreach_lerp_`` over every
+    parameter (PyTorch's documented foreach operations, as its optimizers and ``swa_utils`` use): a few
+    kernel launches on a GPU instead of one per tensor, the same numbers."""
     decay = min(max_decay, (1 + step) / (10 + step))
-    for p_ema, p in zip(ema.parameters(), model.parameters(), strict=True):
-        p_ema.lerp_(p, 1 - decay)
+    torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 1 - decay)
 
 
 class Budget:
@@ -113,10 +121,16 @@ class Budget:
 
 class TrainingLog:
     """``log.jsonl`` (a line every ``train.log_every`` steps, appended and flushed), the progress bar and,
-    with ``train.tensorboard``, TensorBoard's events; on rank 0 (``out`` None elsewhere)."""
+    with ``train.tensorboard``, TensorBoard's events; on rank 0 (``out`` None elsewhere).
+
+    The losses are summed on the device; the sum and the gradient norm are read (one host sync) at each
+    log line only, where a NaN or inf loss stops the run ([`TrainingDiverged`][timestep_embed.ddpm.train.TrainingDiverged]).
+    """
 
     def __init__(self, out: Path | None, t: TrainConfig, step: int, elapsed: float, show: bool):
         self.t, self.window, self.file, self.board = t, (time.perf_counter(), step), None, None
+        self.loss_sum: torch.Tensor | None = None  # since the last log line, on the device
+        self.last_loss: float | None = None
         total, done, unit = (t.steps, step, "step") if t.steps else (round(t.seconds), round(elapsed), "s")
         fmt = None if t.steps else "{l_bar}{bar}| {n:.0f}/{total_fmt} s [{elapsed}<{remaining}{postfix}]"
         self.bar = progress_bar(total, "train", unit, initial=done, enabled=show and out is not None, bar_format=fmt)
@@ -130,19 +144,44 @@ class TrainingLog:
                     raise ImportError("train.tensorboard needs: pip install 'timestep-embed[tensorboard]'") from exc
                 self.board = SummaryWriter(str(out / "tensorboard"))
 
-    def step(self, step: int, losses: list[float], lr: float, grad_norm, elapsed: float) -> None:
-        if self.file is not None and (step % self.t.log_every == 0 or step == 1):
-            now, recent = time.perf_counter(), losses[-self.t.log_every :]
-            rec = {"step": step, "loss": sum(recent) / len(recent), "lr": lr, "grad_norm": float(grad_norm)}
-            rec.update(steps_per_s=(step - self.window[1]) / max(1e-9, now - self.window[0]), elapsed_s=elapsed)
-            self.window = (now, step)
-            self.file.write(json.dumps(rec) + "\n")
-            self.file.flush()
-            self.bar.set_postfix(loss=f"{rec['loss']:.4f}", steps_s=f"{rec['steps_per_s']:.2f}", refresh=False)
-            if self.board is not None:
-                for key in ("loss", "lr", "grad_norm", "steps_per_s"):
-                    self.board.add_scalar(f"train/{key}", rec[key], step)
+    def read(self, step: int, grad_norm: torch.Tensor | float = 0.0) -> tuple[float, float]:
+        """The mean loss of the steps since the last read, and ``grad_norm``: one read from the device. Starts a new
+        window; TrainingDiverged when the loss is NaN or inf."""
+        if self.loss_sum is None:  # no step since the last read
+            return (math.nan if self.last_loss is None else self.last_loss), float(grad_norm)
+        first, steps = self.window[1] + 1, max(1, step - self.window[1])
+        norm = torch.as_tensor(grad_norm, dtype=torch.float32, device=self.loss_sum.device)
+        loss, norm = torch.stack([self.loss_sum.float() / steps, norm]).tolist()
+        self.loss_sum, self.window = None, (time.perf_counter(), step)
+        if not math.isfinite(loss):
+            raise TrainingDiverged(
+                f"train: the loss is {loss} at step {step} (the mean of steps {first}-{step}): the run diverged; "
+                f"lower train.lr (now {self.t.lr:g}) or train.grad_clip (now {self.t.grad_clip:g})"
+            )
+        self.last_loss = loss
+        return loss, norm
+
+    def step(self, step: int, loss: torch.Tensor, lr: float, grad_norm, elapsed: float) -> None:
+        """After each step: the loss added on the device; at a log line (every rank reads, rank 0 writes) the
+        window's mean loss, the gradient norm and the rate."""
+        self.loss_sum = loss.detach() if self.loss_sum is None else self.loss_sum + loss.detach()
+        if step % self.t.log_every == 0 or step == 1:
+            self._line(step, lr, grad_norm, elapsed)
         self.bar.update(1 if self.t.steps else min(round(elapsed), self.bar.total) - self.bar.n)
+
+    def _line(self, step: int, lr: float, grad_norm, elapsed: float) -> None:
+        start = self.window
+        mean, norm = self.read(step, grad_norm)
+        if self.file is None:
+            return
+        rec = {"step": step, "loss": mean, "lr": lr, "grad_norm": norm}
+        rec.update(steps_per_s=(step - start[1]) / max(1e-9, self.window[0] - start[0]), elapsed_s=elapsed)
+        self.file.write(json.dumps(rec) + "\n")
+        self.file.flush()
+        self.bar.set_postfix(loss=f"{rec['loss']:.4f}", steps_s=f"{rec['steps_per_s']:.2f}", refresh=False)
+        if self.board is not None:
+            for key in ("loss", "lr", "grad_norm", "steps_per_s"):
+                self.board.add_scalar(f"train/{key}", rec[key], step)
 
     def image(self, tag: str, samples: torch.Tensor, step: int) -> None:
         if self.board is not None:
@@ -166,6 +205,15 @@ def progress_snapshot(ema: nn.Module, cfg: RunConfig, rt: Runtime, n: int = 16, 
         steps = min(steps, cfg.diffusion.num_timesteps)
         quick = cfg.replace("sample", sampler=sampler, num_samples=n, batch_size=n, steps=steps, spacing="evenly")
     return generate(ema, quick, rt), describe_sampling(quick)
+
+
+def compiled(model: nn.Module, option: bool | str) -> nn.Module:
+    """``train.compile``: ``model`` itself (False), ``torch.compile(model)`` (True: inductor's fused kernels), or
+    with ``mode="reduce-overhead"`` (``"cudagraphs"``: those kernels replayed as CUDA graphs, one launch a graph;
+    on other devices the same as True). The compiled module shares the weights; the first steps compile."""
+    if option is False:
+        return model
+    return torch.compile(model, mode="reduce-overhead" if option == "cudagraphs" else None)
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -202,8 +250,9 @@ def train_loop(
     ddp = model if rt.world_size == 1 else nn.parallel.DistributedDataParallel(model)
     # DDP compares the strides of size-1 dims too: a 1x1 conv's grad laid out (C, 1, C, C) warns every step
     warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
+    net = compiled(ddp, t.compile)  # the same module (and weights) behind torch.compile's kernels
     logbook = TrainingLog(out_dir if rt.is_main else None, t, step, elapsed, show=progress)
-    losses, last_checkpoint, interrupted = [], time.time(), False
+    last_checkpoint, interrupted = time.time(), False
     done = budget.progress(step) >= 1  # a finished run resumed trains nothing more
     try:
         while not done:
@@ -214,13 +263,15 @@ def train_loop(
                 group["lr"] = lr
             # Batch: x0 from the data; t and eps are drawn inside the loss (Ho et al. Algorithm 1).
             x0 = data[torch.randint(0, len(data), (batch,), generator=gen, device=rt.device)]
+            if t.compile == "cudagraphs":
+                torch.compiler.cudagraph_mark_step_begin()  # a new step: the last step's graph outputs are spent
             with rt.autocast():
                 if c is None:
-                    loss = training_loss(ddp, x0, schedule, generator=gen, prediction=d.prediction,
+                    loss = training_loss(net, x0, schedule, generator=gen, prediction=d.prediction,
                                          min_snr_gamma=d.min_snr_gamma, lognormal=d.lognormal)  # fmt: skip
                 else:  # consistency: its r(t) moves towards t in c.stages stages over the budget
                     stage = min(int(used * c.stages), c.stages - 1)
-                    loss = consistency_loss(ddp, x0, schedule, c, stage, teacher=teacher, generator=gen,
+                    loss = consistency_loss(net, x0, schedule, c, stage, teacher=teacher, generator=gen,
                                             prediction=d.prediction)  # fmt: skip
             # Backward, clip, step. DDP averages the gradients over ranks during backward().
             opt.zero_grad(set_to_none=True)
@@ -230,11 +281,11 @@ def train_loop(
             # EMA with warmup, so a short run averages its last part rather than its random start.
             update_ema(ema, model, step, t.ema_decay)
             step += 1
-            losses.append(loss.item())
-            logbook.step(step, losses, lr, grad_norm, budget.elapsed)
+            # The loss stays on the device; the log reads it (and the gradient norm) at its lines only.
+            logbook.step(step, loss, lr, grad_norm, budget.elapsed)
             # The budget; a look at the EMA every snapshot_every steps; a checkpoint every checkpoint_minutes.
             done = budget.progress(step) >= 1
-            if callback is not None and callback(step, model, ema, losses[-1]):
+            if callback is not None and callback(step, model, ema, loss.detach()):
                 break
             if rt.is_main and t.snapshot_every and step % t.snapshot_every == 0:
                 look, how = progress_snapshot(ema, cfg, rt)
@@ -242,6 +293,7 @@ def train_loop(
                 save_samples_png(look, out_dir / f"snapshot_{step:06d}.png", nrow=8, caption=caption)
                 logbook.image("progress", look, step)
             if rt.is_main and not done and time.time() - last_checkpoint > 60 * t.checkpoint_minutes:
+                logbook.read(step, grad_norm)  # a checkpoint only of a finite loss
                 save_training_state(path, cfg.to_dict(), model, ema, opt, gen, step, budget.elapsed)
                 last_checkpoint = time.time()
     except KeyboardInterrupt:
@@ -250,6 +302,7 @@ def train_loop(
             log.warning("interrupted at step %d: saving %s", step, path)
     finally:
         logbook.close()
+    final_loss = logbook.read(step)[0] if step > start_step else None  # the steps since the last log line
     if rt.is_main and (step > start_step or not path.exists()):
         save_training_state(path, cfg.to_dict(), model, ema, opt, gen, step, budget.elapsed)
     stats = {
@@ -257,7 +310,7 @@ def train_loop(
         "train_steps": step,
         "train_seconds": round(budget.elapsed, 2),
         "steps_per_s": (step - start_step) / max(budget.elapsed - elapsed, 1e-9),
-        "final_loss": sum(losses[-50:]) / max(1, len(losses[-50:])) if losses else None,
+        "final_loss": final_loss,
         "interrupted": interrupted,
         "finished": done and not interrupted,
     }

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from ..checks import check_bool, check_choice, check_int, check_real
-from ..guards import TimestepsLike, as_tensor, graph_mode, value_range
+from ..guards import TimestepsLike, as_tensor, reads_values, value_range
 
 __all__ = ["FourierEmbedding"]
 
@@ -103,13 +103,13 @@ class FourierEmbedding(nn.Module):
     def forward(self, x: TimestepsLike) -> torch.Tensor:
         """``x`` ``[...]`` (``[..., in_features]``) -> ``[..., out_dim]`` in the dtype of ``x * weight``.
 
-        ``x`` is a tensor on the weight's device, or numbers (put there); eagerly its values must be
-        finite, and > 0 with ``log=True``.
+        ``x`` is a tensor on the weight's device, or numbers (put there); its values must be finite, and > 0
+        with ``log=True`` (checked eagerly where they are on the host, see ``guards.reads_values``).
         """
         x = as_tensor(x, None if isinstance(x, torch.Tensor) else self.weight.device, "x")
         if x.device != self.weight.device:
             raise ValueError(f"x is on {x.device} but the module's weight is on {self.weight.device}: move one of them")
-        if x.numel() and not graph_mode(x):
+        if x.numel() and reads_values(x):
             low, high, _ = value_range(x.reshape(-1))
             if not (math.isfinite(low) and math.isfinite(high)):
                 raise ValueError("x must be finite, got NaN or inf")

@@ -8,7 +8,7 @@ from torch import nn
 
 from ..checks import check_bool, check_int
 from ..conventions import Convention, resolve_convention
-from ..guards import TimestepsLike, cacheable, check_options, graph_mode
+from ..guards import TimestepsLike, cacheable, check_options, host_values
 from ..sinusoidal import sinusoidal_embedding
 
 __all__ = ["SinusoidalEmbedding"]
@@ -22,9 +22,10 @@ class SinusoidalEmbedding(nn.Module):
     (the output stays float32, as diffusers' ``Timesteps``).
 
     With ``num_timesteps=T`` it keeps the module's one integer-step cache: the rows of ``0 .. T-1``,
-    computed by the core on first use per device (bit-identical to it). An eager call with integer
+    computed by the core on first use (bit-identical to it). An eager call with an integer CPU tensor
     ``t`` inside that range is then one row gather. Anything else (floating or out-of-range ``t``,
-    tracing, compiling, export, meta or fake tensors) calls the core.
+    tensors on an accelerator, where checking the range would cost a host sync; tracing, compiling,
+    export, meta or fake tensors) calls the core.
 
     Args:
         dim: output width (odd widths end with a zero column, unless ``pad_odd=False``).
@@ -78,7 +79,7 @@ class SinusoidalEmbedding(nn.Module):
             check_bool(scale_in_input_dtype, "scale_in_input_dtype"),
         )
         self.out_dim = dim if self.pad_odd else 2 * (dim // 2)  # the width of the output
-        self._rows: dict[torch.device, torch.Tensor] = {}  # device -> [T, dim]; not state, not a buffer
+        self._rows: torch.Tensor | None = None  # [T, dim] on the CPU; not state, not a buffer
 
     def extra_repr(self) -> str:
         c = self.convention
@@ -102,26 +103,25 @@ class SinusoidalEmbedding(nn.Module):
         return sinusoidal_embedding(t, self.dim, self.convention, **self.options())
 
     def _cached_rows(self, t: torch.Tensor) -> torch.Tensor | None:
-        """The cache's rows when ``t`` is an eager integer tensor inside ``0 .. T-1``, else None."""
+        """The cache's rows when ``t`` is an eager integer CPU tensor inside ``0 .. T-1``, else None."""
         if (
             self.num_timesteps is None
             or t.dtype not in (torch.int64, torch.int32)  # the index dtypes of a row gather
             or t.numel() == 0
-            or graph_mode(t)
+            or not host_values(t)
         ):
             return None
-        if t.numel() <= 64 and t.is_cpu:  # one tolist() beats two tensor reductions for a small batch
+        if t.numel() <= 64:  # one tolist() beats two tensor reductions for a small batch
             values = (t if t.dim() == 1 else t.reshape(-1)).tolist()
             low, high = min(values), max(values)
         else:
             low, high = (v.item() for v in torch.aminmax(t.reshape(-1)))
         if low < 0 or high >= self.num_timesteps:
             return None
-        rows = self._rows.get(t.device)
-        if rows is None:
+        if self._rows is None:
             with torch.inference_mode(False):  # rows made in inference mode would break later autograd
-                steps = torch.arange(self.num_timesteps, device=t.device)
-                rows = sinusoidal_embedding(steps, self.dim, self.convention, **self.options())
-            if cacheable(rows):
-                self._rows[t.device] = rows
-        return rows
+                rows = sinusoidal_embedding(torch.arange(self.num_timesteps), self.dim, self.convention, **self.options())
+            if not cacheable(rows):
+                return rows
+            self._rows = rows
+        return self._rows

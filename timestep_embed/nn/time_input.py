@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..checks import check_choice, check_int
-from ..guards import TimestepsLike, as_tensor, graph_mode, value_range
+from ..guards import TimestepsLike, as_tensor, reads_values, value_range
 
 __all__ = ["TIME_INPUTS", "time_input", "check_time_input"]
 
@@ -33,8 +33,8 @@ def time_input(t: TimestepsLike, kind: str = "identity", num_timesteps: int = 10
     """Map a time value ``t`` ``[...]`` to what the embedding is fed (``kind``: see `TIME_INPUTS`).
 
     ``"identity"`` returns ``t`` unchanged; the others return a floating tensor ``[...]``:
-    ``t * num_timesteps``, ``t.float() * (1000 / num_timesteps)`` or ``ln(t) * 0.25`` (eagerly, ``t``
-    must then be > 0: sigma).
+    ``t * num_timesteps``, ``t.float() * (1000 / num_timesteps)`` or ``ln(t) * 0.25`` (``t`` must then be
+    > 0: sigma; checked where the values are on the host, see ``guards.reads_values``).
     """
     check_time_input(kind, num_timesteps)
     if kind == "identity":
@@ -45,6 +45,6 @@ def time_input(t: TimestepsLike, kind: str = "identity", num_timesteps: int = 10
     t = t if t.is_floating_point() else t.float()
     if kind == "times_T":
         return t * float(num_timesteps)
-    if t.numel() and not graph_mode(t) and not value_range(t.reshape(-1))[0] > 0:  # NaN fails too
+    if t.numel() and reads_values(t) and not value_range(t.reshape(-1))[0] > 0:  # NaN fails too
         raise ValueError(f"t must be > 0 for time_input='quarter_log' (ln(sigma) / 4), got {t.min().item():g}")
     return t.log() * 0.25  # == ln(t) / 4 exactly (a power-of-two scaling)

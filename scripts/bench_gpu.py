@@ -1,0 +1,299 @@
+"""The package on one device against diffusers, in one run: speed of the function and the module, host syncs, the
+trainer's rate.
+
+1. ``get_timestep_embedding`` (ours / diffusers', ``flip_sin_to_cos=True, downscale_freq_shift=0``) for N
+   timesteps from 1 to 2^20, int64, float32 and bfloat16, eager and ``torch.compile``-d (dynamic shapes);
+2. ``TimestepEmbedder(1280, sinusoid_dim=320)`` / diffusers' ``Timesteps(320)`` + ``TimestepEmbedding(320, 1280)``
+   with the same weights, under bf16 autocast (float32 on a CPU), eager and compiled;
+3. on CUDA, the sync check: ``torch.cuda.set_sync_debug_mode("error")`` around the forward pass of the function,
+   the module, a tiny diffusers ``UNet2DConditionModel`` before and after ``patch_diffusers_model``, and 50 training
+   steps between two log lines of the real training loop (each host sync raises);
+4. the training loop's steps/s (``run_training`` of the default config on this device, the median rate of its log
+   windows after the first) at batch 64 and 512, eager and with ``train.compile`` (CUDA graphs on CUDA).
+
+Times are medians over interleaved rounds (CUDA events on CUDA, the wall clock elsewhere); ratios are ours /
+diffusers' measured in the same run (below 1: ours is faster).
+
+    python scripts/bench_gpu.py --device cuda --out bench_gpu.json
+    python scripts/bench_gpu.py --device cpu --quick --modes eager --train-compile false   # a CPU, small sizes
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import platform
+import statistics
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from _common import fail
+
+from timestep_embed import LowPrecisionTimestepWarning, TimestepEmbedder, get_timestep_embedding
+from timestep_embed.ddpm import run_training
+from timestep_embed.files import atomic_write_bytes
+from timestep_embed.interop import patch_diffusers_model, require_diffusers
+
+FUNCTION_CELLS = [(1, 320), (64, 320), (1024, 256), (4096, 256), (1 << 16, 256), (1 << 20, 256)]
+MODULE_SIZES = [1, 2, 64, 1024, 4096, 1 << 16]
+DTYPES = {"int64": torch.int64, "float32": torch.float32, "bfloat16": torch.bfloat16}
+TINY_UNET = dict(  # diffusers' own UNet2DConditionModel test sizes
+    block_out_channels=(8, 16), norm_num_groups=4, cross_attention_dim=8, attention_head_dim=2,
+    in_channels=4, out_channels=4, layers_per_block=1, sample_size=8,
+)  # fmt: skip
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def median_times(fns: dict[str, Callable], device: torch.device, rounds: int, inner: int) -> dict[str, float]:
+    """Median seconds per call of each function, over ``rounds`` interleaved rounds of ``inner`` calls each."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for fn in fns.values():  # warm-up: compilation, cuDNN's choices, caches
+        fn()
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            synchronize(device)
+            if device.type == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(inner):
+                    fn()
+                end.record()
+                end.synchronize()
+                times[name].append(start.elapsed_time(end) / 1e3 / inner)
+            else:
+                t0 = time.perf_counter()
+                for _ in range(inner):
+                    fn()
+                times[name].append((time.perf_counter() - t0) / inner)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def inner_calls(values: int) -> int:
+    """Calls per timed round: about 2^21 output values, at least 1, at most 100."""
+    return max(1, min(100, (1 << 21) // max(1, values)))
+
+
+def timesteps(n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    g = torch.Generator().manual_seed(n)
+    t = torch.randint(0, 1000, (n,), generator=g) if dtype == torch.int64 else torch.rand(n, generator=g) * 1000
+    return t.to(dtype).to(device)
+
+
+def bench_function(device, cells, modes: list[str], rounds: int) -> list[dict]:
+    """Eager: every dtype; compiled (one graph per dtype and N = 1, dynamic N beyond): float32."""
+    theirs_fn = require_diffusers().models.embeddings.get_timestep_embedding
+    variants = {"eager": (get_timestep_embedding, theirs_fn, DTYPES)}
+    if "compiled" in modes:
+        compiled = (torch.compile(get_timestep_embedding, dynamic=True), torch.compile(theirs_fn, dynamic=True))
+        variants["compiled"] = (*compiled, {"float32": torch.float32})
+    rows = []
+    for mode, (ours, theirs, dtypes) in variants.items():
+        if mode not in modes:
+            continue
+        for dtype_name, dtype in dtypes.items():
+            for n, dim in cells:
+                t = timesteps(n, dtype, device)
+                out = median_times(
+                    {"ours": lambda: ours(t, dim, True, 0), "diffusers": lambda: theirs(t, dim, True, 0)},
+                    device, rounds, inner_calls(n * dim),
+                )  # fmt: skip
+                rows.append({"what": "function", "mode": mode, "dtype": dtype_name, "n": n, "dim": dim,
+                             "ours_us": out["ours"] * 1e6, "diffusers_us": out["diffusers"] * 1e6,
+                             "ratio": out["ours"] / out["diffusers"]})  # fmt: skip
+                print_row(rows[-1])
+    return rows
+
+
+def module_pair(device: torch.device):
+    """(ours, diffusers') time paths 320 -> 1280 with the same weights."""
+    emb = require_diffusers().models.embeddings
+    torch.manual_seed(0)
+    theirs_proj, theirs_mlp = emb.Timesteps(320, True, 0), emb.TimestepEmbedding(320, 1280)
+    ours = TimestepEmbedder(1280, sinusoid_dim=320)
+    ours.time_embedding.load_state_dict(theirs_mlp.state_dict())
+    theirs_mlp, ours = theirs_mlp.to(device), ours.to(device)
+    return ours, lambda t: theirs_mlp(theirs_proj(t))
+
+
+def bench_module(device, sizes, modes: list[str], rounds: int) -> list[dict]:
+    """Eager: int64 and float32 timesteps; compiled: float32."""
+    ours, theirs = module_pair(device)
+    variants = {"eager": (ours, theirs, ("int64", "float32"))}
+    if "compiled" in modes:
+        variants["compiled"] = (torch.compile(ours, dynamic=True), torch.compile(theirs, dynamic=True), ("float32",))
+    autocast = torch.autocast(device.type, torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+    rows = []
+    with torch.no_grad(), autocast:
+        for mode, (mine, other, dtypes) in variants.items():
+            if mode not in modes:
+                continue
+            for dtype_name in dtypes:
+                for n in sizes:
+                    t = timesteps(n, DTYPES[dtype_name], device)
+                    out = median_times({"ours": lambda: mine(t), "diffusers": lambda: other(t)}, device, rounds,
+                                       inner_calls(n * 1280))  # fmt: skip
+                    rows.append({"what": "module", "mode": mode, "dtype": dtype_name, "n": n, "dim": 1280,
+                                 "ours_us": out["ours"] * 1e6, "diffusers_us": out["diffusers"] * 1e6,
+                                 "ratio": out["ours"] / out["diffusers"]})  # fmt: skip
+                    print_row(rows[-1])
+    return rows
+
+
+def print_row(r: dict) -> None:
+    print(f"{r['what']:9} {r['mode']:9} {r['dtype']:9} N={r['n']:>8} dim={r['dim']:>5}  ours {r['ours_us']:10.1f} us"
+          f"  diffusers {r['diffusers_us']:10.1f} us  ratio {r['ratio']:6.2f}", flush=True)  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------ host syncs
+def no_sync(name: str, fn: Callable[[], object], device: torch.device) -> dict:
+    """Run ``fn`` once to warm up, then again with every host sync an error; {"check", "ok", "error"}."""
+    fn()
+    synchronize(device)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        fn()
+        result = {"check": name, "ok": True, "error": None}
+    except RuntimeError as exc:
+        result = {"check": name, "ok": False, "error": str(exc).splitlines()[0][:300]}
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    synchronize(device)
+    print(f"sync check  {name:44} {'ok' if result['ok'] else 'FAILED: ' + str(result['error'])}", flush=True)
+    return result
+
+
+def sync_checks(device: torch.device, folder: Path) -> list[dict]:
+    if device.type != "cuda":
+        print("sync check  skipped: torch.cuda.set_sync_debug_mode needs CUDA")
+        return []
+    warnings.simplefilter("ignore", LowPrecisionTimestepWarning)
+    results = []
+    for dtype_name, dtype in DTYPES.items():
+        t = timesteps(4096, dtype, device)
+        results.append(no_sync(f"function, 4096 {dtype_name}", lambda t=t: get_timestep_embedding(t, 320, True, 0),
+                               device))  # fmt: skip
+    ours, _ = module_pair(device)
+    for dtype_name in ("int64", "float32"):
+        t = timesteps(4096, DTYPES[dtype_name], device)
+        results.append(no_sync(f"TimestepEmbedder, 4096 {dtype_name}", lambda t=t: ours(t), device))
+    torch.manual_seed(0)
+    unet = require_diffusers().UNet2DConditionModel(**TINY_UNET).to(device).eval()
+    inputs = {"sample": torch.randn(2, 4, 8, 8, device=device),
+              "encoder_hidden_states": torch.randn(2, 3, 8, device=device)}  # fmt: skip
+    step = torch.tensor([10, 500], device=device)
+    with torch.no_grad():
+        results.append(no_sync("UNet2DConditionModel, unpatched", lambda: unet(timestep=step, **inputs), device))
+        patch_diffusers_model(unet)
+        results.append(no_sync("UNet2DConditionModel, patched", lambda: unet(timestep=step, **inputs), device))
+    results.append(training_sync_check(device, folder))
+    return results
+
+
+def training_sync_check(device: torch.device, folder: Path) -> dict:
+    """Steps 21-70 of the default run's loop (log lines at steps 1 and 100) with every host sync an error."""
+    state = {"error": None}
+
+    def watch(step, *_):
+        if step == 20:
+            synchronize(device)
+            torch.cuda.set_sync_debug_mode("error")
+        if step == 70:
+            torch.cuda.set_sync_debug_mode("default")
+            return True
+        return None
+
+    overrides = ["train.steps=100", "train.log_every=100", "train.snapshot_every=0", f"train.device={device.type}",
+                 "eval.enabled=false", "sample.num_samples=8", "sample.batch_size=8", "sample.steps=2"]  # fmt: skip
+    try:
+        run_training("mnist", folder / "sync_check", overrides=overrides, progress=False, callback=watch)
+    except RuntimeError as exc:
+        state["error"] = str(exc).splitlines()[0][:300]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    ok = state["error"] is None
+    print(f"sync check  {'training loop, steps 21-70':44} {'ok' if ok else 'FAILED: ' + str(state['error'])}")
+    return {"check": "training loop, steps 21-70", "ok": ok, "error": state["error"]}
+
+
+# ------------------------------------------------------------------------------------------------ the trainer
+def trainer_rate(device: torch.device, folder: Path, batch: int, compile_: str, steps: int) -> dict:
+    """Median steps/s of the log windows after the first 200 steps of the default run at ``batch``."""
+    name = f"rate_b{batch}_{compile_}"
+    overrides = [f"train.steps={steps}", "train.log_every=100", "train.snapshot_every=0", f"train.batch_size={batch}",
+                 f"train.device={device.type}", f"train.compile={compile_}", "eval.enabled=false",
+                 "sample.num_samples=8", "sample.batch_size=8", "sample.steps=2"]  # fmt: skip
+    torch.compiler.reset()
+    t0 = time.perf_counter()
+    try:
+        run_training("mnist", folder / name, overrides=overrides, progress=False)
+    except Exception as exc:  # report and go on: one failed setting must not hide the others
+        print(f"trainer     batch {batch:4} compile={compile_:10} FAILED: {exc}")
+        return {"batch": batch, "compile": compile_, "steps_per_s": None, "error": str(exc)[:300]}
+    lines = [json.loads(x) for x in (folder / name / "log.jsonl").read_text().splitlines()]
+    rates = [r["steps_per_s"] for r in lines if r["step"] > 200]
+    rate = statistics.median(rates) if rates else lines[-1]["steps_per_s"]
+    print(f"trainer     batch {batch:4} compile={compile_:10} {rate:8.1f} steps/s  "
+          f"(run of {steps} steps: {time.perf_counter() - t0:.1f} s)", flush=True)  # fmt: skip
+    return {"batch": batch, "compile": compile_, "steps_per_s": rate, "seconds": time.perf_counter() - t0}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--out", type=Path, help="write every row as JSON here")
+    parser.add_argument("--quick", action="store_true", help="small sizes and few rounds (a test of the script)")
+    parser.add_argument("--parts", default="function,module,sync,trainer", help="which parts to run")
+    parser.add_argument("--modes", default="eager,compiled", help="function and module rows: eager, compiled")
+    parser.add_argument("--train-compile", help="train.compile values of the trainer rows (default: false and "
+                        "cudagraphs on CUDA, false and true elsewhere)")  # fmt: skip
+    parser.add_argument("--train-steps", type=int, default=600, help="steps of each trainer run")
+    args = parser.parse_args(argv)
+    try:
+        device = torch.device(args.device)
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as exc:
+        fail(f"--device {args.device!r}: {exc}")
+    parts, modes = args.parts.split(","), args.modes.split(",")
+    if set(parts) - {"function", "module", "sync", "trainer"} or set(modes) - {"eager", "compiled"}:
+        fail(f"--parts names function, module, sync, trainer and --modes eager, compiled; got {args.parts!r}, "
+             f"{args.modes!r}")  # fmt: skip
+    if args.train_steps < 1:
+        fail(f"--train-steps must be >= 1, got {args.train_steps}")
+    default_compile = "false,cudagraphs" if device.type == "cuda" else "false,true"
+    train_compile = (args.train_compile or default_compile).split(",")
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
+    print(f"device {device} ({name}), torch {torch.__version__}, diffusers {require_diffusers().__version__}")
+    cells = FUNCTION_CELLS[:3] if args.quick else FUNCTION_CELLS
+    sizes = MODULE_SIZES[:3] if args.quick else MODULE_SIZES
+    rounds = 3 if args.quick else 15
+    result: dict = {"device": str(device), "device_name": name, "torch": torch.__version__,
+                    "diffusers": require_diffusers().__version__}  # fmt: skip
+    warnings.simplefilter("ignore", LowPrecisionTimestepWarning)  # bfloat16 timesteps are a row of the table
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for part in parts:  # in the order given
+            if part == "function":
+                result["function"] = bench_function(device, cells, modes, rounds)
+            elif part == "module":
+                result["module"] = bench_module(device, sizes, modes, rounds)
+            elif part == "sync":
+                result["sync"] = sync_checks(device, folder)
+            else:
+                result["trainer"] = [trainer_rate(device, folder, batch, mode, args.train_steps)
+                                     for mode in train_compile for batch in (64, 512)]  # fmt: skip
+            if args.out:  # after each part: a run stopped by a time limit keeps what it measured
+                atomic_write_bytes(args.out, (json.dumps(result, indent=1) + "\n").encode())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
