@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import platform
 import statistics
@@ -45,6 +46,7 @@ DTYPES = {"int64": torch.int64, "float32": torch.float32, "bfloat16": torch.bflo
 TINY_UNET = dict(  # diffusers' own UNet2DConditionModel test sizes
     block_out_channels=(8, 16), norm_num_groups=4, cross_attention_dim=8, attention_head_dim=2,
     in_channels=4, out_channels=4, layers_per_block=1, sample_size=8,
+    down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
 )  # fmt: skip
 
 
@@ -102,10 +104,9 @@ def bench_function(device, cells, modes: list[str], rounds: int) -> list[dict]:
         for dtype_name, dtype in dtypes.items():
             for n, dim in cells:
                 t = timesteps(n, dtype, device)
-                out = median_times(
-                    {"ours": lambda: ours(t, dim, True, 0), "diffusers": lambda: theirs(t, dim, True, 0)},
-                    device, rounds, inner_calls(n * dim),
-                )  # fmt: skip
+                calls = {"ours": functools.partial(ours, t, dim, True, 0),
+                         "diffusers": functools.partial(theirs, t, dim, True, 0)}  # fmt: skip
+                out = median_times(calls, device, rounds, inner_calls(n * dim))
                 rows.append({"what": "function", "mode": mode, "dtype": dtype_name, "n": n, "dim": dim,
                              "ours_us": out["ours"] * 1e6, "diffusers_us": out["diffusers"] * 1e6,
                              "ratio": out["ours"] / out["diffusers"]})  # fmt: skip
@@ -139,8 +140,8 @@ def bench_module(device, sizes, modes: list[str], rounds: int) -> list[dict]:
             for dtype_name in dtypes:
                 for n in sizes:
                     t = timesteps(n, DTYPES[dtype_name], device)
-                    out = median_times({"ours": lambda: mine(t), "diffusers": lambda: other(t)}, device, rounds,
-                                       inner_calls(n * 1280))  # fmt: skip
+                    calls = {"ours": functools.partial(mine, t), "diffusers": functools.partial(other, t)}
+                    out = median_times(calls, device, rounds, inner_calls(n * 1280))
                     rows.append({"what": "module", "mode": mode, "dtype": dtype_name, "n": n, "dim": 1280,
                                  "ours_us": out["ours"] * 1e6, "diffusers_us": out["diffusers"] * 1e6,
                                  "ratio": out["ours"] / out["diffusers"]})  # fmt: skip

@@ -18,6 +18,7 @@ from .conventions import (
 )
 from .files import package_version
 from .grid import grid_embedding, grid_positions, patch_grid_embedding, video_grid_embedding
+from .guards import set_value_checks
 from .nn import TIME_INPUTS, FourierEmbedding, SinusoidalEmbedding, TimestepEmbedder, TimestepMLP, time_input
 from .sinusoidal import (
     LowPrecisionTimestepWarning,
@@ -53,6 +54,7 @@ __all__ = [
     "grid_positions",
     "layout_permutation",
     "patch_grid_embedding",
+    "set_value_checks",
     "sinusoidal_embedding",
     "sinusoidal_embedding_np",
     "time_input",

@@ -27,7 +27,16 @@ from .diffusion import Schedule, make_schedule, schedule_from_config, training_l
 from .evaluate import evaluate_samples, format_report, frechet_distance, score
 from .runtime import Runtime
 from .schema import ConfigError
-from .train import Callback, adamw, distill_config, distill_run, run_training, train_loop, update_ema
+from .train import (
+    Callback,
+    TrainingDiverged,
+    adamw,
+    distill_config,
+    distill_run,
+    run_training,
+    train_loop,
+    update_ema,
+)
 from .trained import describe_sampling, export_run, generate, load_model, run_config, sample_run
 from .unet import UNet, UNetConfig
 
@@ -67,6 +76,7 @@ __all__ = [
     "Callback",
     "adamw",
     "update_ema",
+    "TrainingDiverged",
     "train_loop",
     "run_training",
     "distill_config",

@@ -12,9 +12,9 @@ How the model is called: ``model(x_t, t_model)`` with ``x_t`` ``[B, C, H, W]`` a
 * continuous-time schedules: t in (0, 1] fed as float32 ``1000 * t``.
 
 All tensors of a [`Schedule`][timestep_embed.ddpm.Schedule] are float64 on the CPU, so schedules never drift between
-float32 and float64 copies. Coefficients are gathered where the indices are ([`gather`][timestep_embed.ddpm.diffusion.gather]:
-indices drawn on a GPU gather from a copy of the table sent there without waiting) and cast to the sample's dtype; a
-training step and a sampling step make no host sync.
+float32 and float64 copies. Coefficients are gathered where the indices are
+([`gather`][timestep_embed.ddpm.diffusion.gather]: indices drawn on a GPU gather from a copy of the table sent there
+without waiting) and cast to the sample's dtype; a training step and a sampling step make no host sync.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from torch.optim.swa_utils import get_ema_multi_avg_fn
 
 from ..files import atomic_write_bytes, hold, save_npy, versions
 from ..progress import progress as progress_bar
@@ -70,7 +71,8 @@ Callback = Callable[[int, nn.Module, nn.Module, torch.Tensor], "bool | None"]
 
 
 class TrainingDiverged(RuntimeError):
-    """The loss became NaN or inf (read at a log line): the run stops, its checkpoint keeps the last finite state."""
+    """The loss or the gradient norm became NaN or inf (read at a log line): the run stops, and its checkpoint
+    keeps the last state read finite."""
 
 
 def lr_at(progress: float, step: int, t: TrainConfig) -> float:
@@ -92,13 +94,17 @@ def adamw(params, lr: float, *, weight_decay: float = 0.0, betas=(0.9, 0.999)) -
 
 
 @torch.no_grad()
-def update_ema(ema: nn.Module, model: nn.Module, step: int, max_decay: float) -> None:
+def update_ema(ema: nn.Module | Sequence[torch.Tensor], model: nn.Module | Sequence[torch.Tensor], step: int,
+               max_decay: float) -> None:  # fmt: skip
     """EMA of the weights with warmup, decay ``min(max_decay, (1 + n) / (10 + n))`` at step n, so a short
-    run averages its last part rather than its random start. One ``torch._foreach_lerp_`` over every
-    parameter (PyTorch's documented foreach operations, as its optimizers and ``swa_utils`` use): a few
-    kernel launches on a GPU instead of one per tensor, the same numbers."""
+    run averages its last part rather than its random start. ``ema`` and ``model``: the modules, or lists of
+    their parameters (the loop keeps those: walking a UNet's modules for its parameters takes longer than a
+    step's launches on a GPU). The update is ``torch.optim.swa_utils``' EMA over the parameter lists (one foreach
+    lerp: a few kernel launches instead of one per tensor)."""
     decay = min(max_decay, (1 + step) / (10 + step))
-    torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 1 - decay)
+    targets = list(ema.parameters()) if isinstance(ema, nn.Module) else list(ema)
+    sources = list(model.parameters()) if isinstance(model, nn.Module) else list(model)
+    get_ema_multi_avg_fn(decay)(targets, sources, None)
 
 
 class Budget:
@@ -124,7 +130,8 @@ class TrainingLog:
     with ``train.tensorboard``, TensorBoard's events; on rank 0 (``out`` None elsewhere).
 
     The losses are summed on the device; the sum and the gradient norm are read (one host sync) at each
-    log line only, where a NaN or inf loss stops the run ([`TrainingDiverged`][timestep_embed.ddpm.train.TrainingDiverged]).
+    log line only, where a NaN or inf loss or gradient norm stops the run
+    ([`TrainingDiverged`][timestep_embed.ddpm.train.TrainingDiverged]).
     """
 
     def __init__(self, out: Path | None, t: TrainConfig, step: int, elapsed: float, show: bool):
@@ -153,10 +160,10 @@ class TrainingLog:
         norm = torch.as_tensor(grad_norm, dtype=torch.float32, device=self.loss_sum.device)
         loss, norm = torch.stack([self.loss_sum.float() / steps, norm]).tolist()
         self.loss_sum, self.window = None, (time.perf_counter(), step)
-        if not math.isfinite(loss):
+        if not (math.isfinite(loss) and math.isfinite(norm)):
             raise TrainingDiverged(
-                f"train: the loss is {loss} at step {step} (the mean of steps {first}-{step}): the run diverged; "
-                f"lower train.lr (now {self.t.lr:g}) or train.grad_clip (now {self.t.grad_clip:g})"
+                f"train: the loss is {loss:.4g} (the mean of steps {first}-{step}) and the gradient norm {norm:.4g} "
+                f"at step {step}: the run diverged; lower train.lr (now {self.t.lr:g})"
             )
         self.last_loss = loss
         return loss, norm
@@ -213,7 +220,7 @@ def compiled(model: nn.Module, option: bool | str) -> nn.Module:
     on other devices the same as True). The compiled module shares the weights; the first steps compile."""
     if option is False:
         return model
-    return torch.compile(model, mode="reduce-overhead" if option == "cudagraphs" else None)
+    return torch.compile(model, mode="reduce-overhead" if option == "cudagraphs" else None)  # type: ignore[return-value]
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -251,6 +258,7 @@ def train_loop(
     # DDP compares the strides of size-1 dims too: a 1x1 conv's grad laid out (C, 1, C, C) warns every step
     warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
     net = compiled(ddp, t.compile)  # the same module (and weights) behind torch.compile's kernels
+    params, ema_params = list(model.parameters()), list(ema.parameters())  # walked once, not every step
     logbook = TrainingLog(out_dir if rt.is_main else None, t, step, elapsed, show=progress)
     last_checkpoint, interrupted = time.time(), False
     done = budget.progress(step) >= 1  # a finished run resumed trains nothing more
@@ -276,10 +284,10 @@ def train_loop(
             # Backward, clip, step. DDP averages the gradients over ranks during backward().
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            grad_norm = nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+            grad_norm = nn.utils.clip_grad_norm_(params, t.grad_clip)
             opt.step()
             # EMA with warmup, so a short run averages its last part rather than its random start.
-            update_ema(ema, model, step, t.ema_decay)
+            update_ema(ema_params, params, step, t.ema_decay)
             step += 1
             # The loss stays on the device; the log reads it (and the gradient norm) at its lines only.
             logbook.step(step, loss, lr, grad_norm, budget.elapsed)

@@ -23,9 +23,10 @@ class SinusoidalEmbedding(nn.Module):
 
     With ``num_timesteps=T`` it keeps the module's one integer-step cache: the rows of ``0 .. T-1``,
     computed by the core on first use (bit-identical to it). An eager call with an integer CPU tensor
-    ``t`` inside that range is then one row gather. Anything else (floating or out-of-range ``t``,
-    tensors on an accelerator, where checking the range would cost a host sync; tracing, compiling,
-    export, meta or fake tensors) calls the core.
+    ``t`` inside that range is then one row gather, which reads no value (the gather itself refuses an
+    index outside the range, and the core takes that call). Anything else (floating ``t``, tensors on an
+    accelerator, where the rows would have to be checked or copied there; tracing, compiling, export,
+    meta or fake tensors) calls the core.
 
     Args:
         dim: output width (odd widths end with a zero column, unless ``pad_odd=False``).
@@ -97,30 +98,29 @@ class SinusoidalEmbedding(nn.Module):
 
     def forward(self, t: TimestepsLike) -> torch.Tensor:
         """``t`` ``[...]`` (int or float; a Python number or array too) -> float32 ``[..., dim]``."""
-        if isinstance(t, torch.Tensor) and (rows := self._cached_rows(t)) is not None:
-            # a row gather: [N] -> [N, dim], or [...] -> [..., dim]
-            return rows.index_select(0, t) if t.dim() == 1 else nn.functional.embedding(t, rows)
+        if isinstance(t, torch.Tensor) and self._uses_cache(t):
+            rows = self._cached_rows()
+            try:  # a row gather: [N] -> [N, dim], or [...] -> [..., dim]; a CPU gather checks its indices itself
+                return rows.index_select(0, t) if t.dim() == 1 else nn.functional.embedding(t, rows)
+            except IndexError:  # a step outside 0 .. T-1 (negative too): the core embeds (or refuses) it
+                pass
         return sinusoidal_embedding(t, self.dim, self.convention, **self.options())
 
-    def _cached_rows(self, t: torch.Tensor) -> torch.Tensor | None:
-        """The cache's rows when ``t`` is an eager integer CPU tensor inside ``0 .. T-1``, else None."""
-        if (
-            self.num_timesteps is None
-            or t.dtype not in (torch.int64, torch.int32)  # the index dtypes of a row gather
-            or t.numel() == 0
-            or not host_values(t)
-        ):
-            return None
-        if t.numel() <= 64:  # one tolist() beats two tensor reductions for a small batch
-            values = (t if t.dim() == 1 else t.reshape(-1)).tolist()
-            low, high = min(values), max(values)
-        else:
-            low, high = (v.item() for v in torch.aminmax(t.reshape(-1)))
-        if low < 0 or high >= self.num_timesteps:
-            return None
+    def _uses_cache(self, t: torch.Tensor) -> bool:
+        """Whether ``t`` is an eager, non-empty integer CPU tensor and this module has a cache."""
+        return (
+            self.num_timesteps is not None
+            and t.dtype in (torch.int64, torch.int32)  # the index dtypes of a row gather
+            and t.numel() > 0
+            and host_values(t)
+        )
+
+    def _cached_rows(self) -> torch.Tensor:
+        """The rows of ``0 .. T-1`` [T, dim] (CPU), computed by the core on first use."""
         if self._rows is None:
+            steps = torch.arange(int(self.num_timesteps or 0))
             with torch.inference_mode(False):  # rows made in inference mode would break later autograd
-                rows = sinusoidal_embedding(torch.arange(self.num_timesteps), self.dim, self.convention, **self.options())
+                rows = sinusoidal_embedding(steps, self.dim, self.convention, **self.options())
             if not cacheable(rows):
                 return rows
             self._rows = rows

@@ -1,0 +1,191 @@
+"""Every device the package runs on: the accelerator path (no value read, no host sync) tested on the CPU by making
+tensors report that they are not on the CPU, and the real thing on CUDA (skipped without it)."""
+
+import collections
+import contextlib
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from timestep_embed import (
+    FourierEmbedding,
+    LowPrecisionTimestepWarning,
+    SinusoidalEmbedding,
+    TimestepEmbedder,
+    get_timestep_embedding,
+    set_value_checks,
+    sinusoidal_embedding,
+)
+from timestep_embed.ddpm import TrainingDiverged, run_training
+from timestep_embed.nn import time_input
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = str(ROOT / "configs" / "smoke.yaml")
+READS = ("item", "tolist", "__float__", "__int__", "__bool__", "cpu", "numpy")
+QUIET = ["eval.enabled=false", "sample.num_samples=4", "sample.batch_size=4", "sample.steps=2", "train.bf16=false"]
+
+
+@contextlib.contextmanager
+def counted_reads():
+    """Count every read of a tensor's values by the host (each one a host sync on a GPU)."""
+    counts: collections.Counter = collections.Counter()
+    originals = {name: getattr(torch.Tensor, name) for name in READS}
+
+    def counting(name):
+        def read(self, *args, **kwargs):
+            counts[name] += 1
+            return originals[name](self, *args, **kwargs)
+
+        return read
+
+    for name in READS:
+        setattr(torch.Tensor, name, counting(name))
+    try:
+        yield counts
+    finally:
+        for name, original in originals.items():
+            setattr(torch.Tensor, name, original)
+
+
+@contextlib.contextmanager
+def accelerator_path():
+    """Tensors say they are not on the CPU: the package takes the path it takes on a GPU."""
+    torch.Tensor.is_cpu = property(lambda self: False)
+    try:
+        yield
+    finally:
+        del torch.Tensor.is_cpu  # back to TensorBase's own
+
+
+@pytest.fixture
+def on_accelerator():
+    with accelerator_path():
+        yield
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+@pytest.mark.parametrize("n", [1, 64, 4096, 20000])
+def test_the_accelerator_path_reads_nothing_and_gives_the_same_bits(n, dtype):
+    t = (torch.arange(n) % 7 * 100).to(dtype)  # few distinct values: the CPU would reuse them
+    embedder = TimestepEmbedder(64, num_timesteps=1000)
+    with accelerator_path(), counted_reads() as reads:
+        got = get_timestep_embedding(t, 320, True, 0)
+        embedded = embedder(t)
+        cached = SinusoidalEmbedding(32, num_timesteps=1000)(t)
+    assert sum(reads.values()) == 0, reads
+    # the same numbers as the host path (its reuse of distinct values and its row blocks are bit-exact)
+    assert torch.equal(got, sinusoidal_embedding(t, 320, "adm"))
+    assert torch.equal(cached, SinusoidalEmbedding(32, num_timesteps=1000)(t))
+    assert torch.allclose(embedded, embedder(t), atol=1e-6)  # the matrix multiply rounds by its row count
+
+
+def test_the_accelerator_path_of_the_fourier_features_and_the_time_input_reads_nothing(on_accelerator):
+    with counted_reads() as reads:
+        FourierEmbedding(16, log=True)(torch.rand(100) + 0.1)
+        time_input(torch.rand(100) + 0.1, "quarter_log")
+    assert sum(reads.values()) == 0, reads
+
+
+def test_value_checks_all_reads_accelerator_tensors_and_refuses_bad_values(on_accelerator):
+    assert get_timestep_embedding(torch.tensor([float("nan")]), 8).isnan().any()  # as diffusers: not read
+    previous = set_value_checks("all")
+    try:
+        with pytest.raises(ValueError, match="finite"):
+            get_timestep_embedding(torch.tensor([float("nan")]), 8)
+        with pytest.raises(ValueError, match=r"t must be > 0"):
+            time_input(torch.tensor([0.0, 1.0]), "quarter_log")
+    finally:
+        set_value_checks(previous)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        set_value_checks("sometimes")
+
+
+def test_half_precision_timesteps_on_an_accelerator_warn_by_their_dtype(on_accelerator):
+    with pytest.warns(LowPrecisionTimestepWarning, match="on an accelerator"):
+        sinusoidal_embedding(torch.tensor([10.0]).bfloat16(), 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sinusoidal_embedding(torch.tensor([10.0]), 8)  # float32: no warning
+
+
+def test_the_cpu_module_cache_reads_no_value_and_leaves_out_of_range_steps_to_the_core():
+    module = SinusoidalEmbedding(16, num_timesteps=100)
+    inside, outside = torch.tensor([0, 5, 99]), torch.tensor([5, 100, -1])
+    module(inside)  # the first call computes the rows of 0 .. 99 (and checks those, once)
+    with counted_reads() as reads:
+        got = module(inside)
+    assert sum(reads.values()) == 0, reads
+    assert torch.equal(got, sinusoidal_embedding(inside, 16))
+    assert torch.equal(module(outside), sinusoidal_embedding(outside, 16))
+    assert torch.equal(module(inside[None]), sinusoidal_embedding(inside[None], 16))
+
+
+@pytest.mark.parametrize("device_path", [False, True])
+def test_the_training_loop_reads_the_device_at_log_lines_only(tmp_path, device_path):
+    """Between two log lines (steps 2-24 of log_every=25) a step reads nothing, on either path."""
+    reads_per_step = []
+    state = {"before": None}
+
+    def watch(step, *_):
+        total = sum(counts.values())
+        if state["before"] is not None:
+            reads_per_step.append(total - state["before"])
+        state["before"] = total
+
+    with accelerator_path() if device_path else contextlib.nullcontext(), counted_reads() as counts:
+        overrides = [*QUIET, "train.steps=24", "train.log_every=25", "train.snapshot_every=0"]
+        run_training(SMOKE, tmp_path / "run", overrides=overrides, progress=False, callback=watch)
+    assert len(reads_per_step) == 23 and sum(reads_per_step) == 0, reads_per_step
+
+
+def test_a_diverging_run_stops_at_a_log_line_naming_the_step_and_the_setting(tmp_path):
+    diverged = r"gradient norm (nan|inf) at step \d+: the run diverged.*train\.lr"
+    with pytest.raises(TrainingDiverged, match=diverged):
+        run_training(SMOKE, tmp_path / "run", overrides=[*QUIET, "train.lr=1e10", "train.log_every=1"], progress=False)
+    assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+# ---------------------------------------------------------------------------------------------- CUDA itself
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@contextlib.contextmanager
+def syncs_are_errors():
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.cuda
+@cuda
+def test_on_cuda_the_function_and_the_module_make_no_host_sync():
+    embedder = TimestepEmbedder(1280, sinusoid_dim=320).cuda()
+    for dtype in (torch.int64, torch.float32, torch.bfloat16):
+        t = torch.arange(4096, device="cuda").to(dtype)
+        get_timestep_embedding(t, 320, True, 0), embedder(t)  # warm-up: the cached frequencies
+        with syncs_are_errors(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", LowPrecisionTimestepWarning)
+            get_timestep_embedding(t, 320, True, 0)
+            embedder(t)
+
+
+@pytest.mark.cuda
+@cuda
+def test_on_cuda_fifty_training_steps_between_log_lines_make_no_host_sync(tmp_path):
+    def watch(step, *_):
+        if step == 20:
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+        if step == 70:
+            torch.cuda.set_sync_debug_mode("default")
+
+    try:
+        run_training(SMOKE, tmp_path / "run", overrides=[*QUIET, "train.steps=80", "train.log_every=100",
+                     "train.snapshot_every=0", "train.device=cuda"], progress=False, callback=watch)  # fmt: skip
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
