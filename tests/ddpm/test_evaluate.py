@@ -197,3 +197,22 @@ def test_make_evaluator_reproduces_the_shipped_file():
     proc = subprocess.run([sys.executable, str(script), "--check", "--quiet"], capture_output=True, text=True)
     verdict = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     assert proc.returncode == 0 and verdict in ("the same, bit for bit", "equivalent"), proc.stdout + proc.stderr
+
+
+def test_the_copy_check_tells_training_digits_from_unseen_ones():
+    train, _ = load_mnist("builtin", "train")
+    held, _ = load_mnist("builtin", "heldout")
+    copied = evaluate.copy_scores(train[:300], train, held)  # a model that draws its training digits back
+    unseen = evaluate.copy_scores(held, train, held)  # digits drawn like the held-out ones
+    assert copied["copies"] == 1.0 and copied["nearest_ratio"] < 1e-5  # float64 rounding of |a - a|
+    assert unseen["copies"] == unseen["heldout_copies"] and 0.005 <= unseen["copies"] <= 0.015
+    assert unseen["nearest_ratio"] == 1.0
+    noisy = evaluate.copy_scores((train[:300] + 0.05 * torch.randn(300, 1, 28, 28)).clamp(-1, 1), train, held)
+    assert noisy["copies"] > 0.9  # a copy under a little noise is still a copy
+
+
+def test_nearest_distances_match_a_brute_force_search():
+    g = torch.Generator().manual_seed(0)
+    x, ref = torch.rand(50, 1, 4, 4, generator=g), torch.rand(70, 1, 4, 4, generator=g)
+    brute = torch.cdist(x.flatten(1).double(), ref.flatten(1).double()).min(1).values
+    assert torch.allclose(evaluate.nearest_distances(x, ref, chunk=16), brute, atol=1e-12)
