@@ -18,7 +18,8 @@ from timestep_embed import (
     set_value_checks,
     sinusoidal_embedding,
 )
-from timestep_embed.ddpm import TrainingDiverged, run_training
+from timestep_embed.cli import main
+from timestep_embed.ddpm import TrainingDiverged, RunConfig, run_training
 from timestep_embed.nn import time_input
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -189,3 +190,17 @@ def test_on_cuda_fifty_training_steps_between_log_lines_make_no_host_sync(tmp_pa
                      "train.snapshot_every=0", "train.device=cuda"], progress=False, callback=watch)  # fmt: skip
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_the_gpu_config_asks_for_cuda_by_name_and_writes_nothing_without_it(tmp_path, capsys):
+    assert main(["train", "--config", "mnist-gpu", "--out-dir", str(tmp_path / "run")]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(errors) == 1 and "device = 'cuda' but this torch build sees no cuda device" in errors[0], errors
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_gpu_config_is_the_run_the_docs_describe():
+    cfg = RunConfig.load("mnist-gpu")
+    assert (cfg.model.channels, cfg.model.num_res_blocks, cfg.train.batch_size) == ((64, 128), 2, 512)
+    assert (cfg.train.minutes, cfg.train.device, cfg.sample.num_samples, cfg.eval.samplings) == (3, "cuda", 10000, 3)
