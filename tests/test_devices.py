@@ -19,7 +19,7 @@ from timestep_embed import (
     sinusoidal_embedding,
 )
 from timestep_embed.cli import main
-from timestep_embed.ddpm import TrainingDiverged, RunConfig, run_training
+from timestep_embed.ddpm import RunConfig, TrainingDiverged, run_training
 from timestep_embed.nn import time_input
 
 ROOT = Path(__file__).resolve().parents[1]
