@@ -157,6 +157,14 @@ def _fits(layout: Layout, keys: list[str], prefix: str) -> bool:
     )
 
 
+def _required(layout: Layout) -> list[str]:
+    """The keys a layout's main time path cannot load without: both Linear weights (block 0's copy)
+    and its Fourier weight."""
+    mlp = layout.mlps[0]
+    keys = [mlp.key(0, w) for w in range(len(mlp.names))] if mlp.names else [mlp.key(0)]
+    return keys + ([layout.fourier[0]] if layout.fourier else [])
+
+
 def check_state_dict(state_dict, name: str = "state_dict") -> None:
     """Raise TypeError unless ``state_dict`` maps string keys to tensors (naming the first bad entry)."""
     if not isinstance(state_dict, Mapping):
@@ -176,9 +184,11 @@ def find_time_paths(
     """The layout of a whole-model state dict and every MLP of it that was found.
 
     Tries each layout of `LAYOUTS` under each of the
-    `timestep_embed.nn.layouts.KNOWN_PREFIXES` (or ``prefix``): its main MLP's first weight
-    must be there, its markers too, its absent keys not. Of the layouts that fit, the one with the
-    most markers wins (Stable Diffusion's keys are guided-diffusion's plus cross-attention).
+    `timestep_embed.nn.layouts.KNOWN_PREFIXES` (or ``prefix``): its main MLP's weights must be
+    there, its markers too, its absent keys not. A layout named by ``layout=`` needs its time path's
+    keys only: the markers of the rest of the network decide automatic detection. Of the layouts
+    that fit, the one with the most markers wins (Stable Diffusion's keys are guided-diffusion's
+    plus cross-attention).
 
     Args:
         family: keep the layouts of this contract family (``"flux_dev"``, ``"stable_diffusion"`` ...);
@@ -205,9 +215,10 @@ def find_time_paths(
         candidates = [lay for lay in candidates if lay.auto]
     keys = list(state_dict)
     prefixes = KNOWN_PREFIXES if prefix is None else (prefix,)
-    found = [
-        (lay, p) for lay in candidates for p in prefixes if p + lay.mlps[0].key() in state_dict and _fits(lay, keys, p)
-    ]
+    found = [(lay, p) for lay in candidates for p in prefixes if all(p + k in state_dict for k in _required(lay))]
+    full = [(lay, p) for lay, p in found if _fits(lay, keys, p)]
+    # markers decide detection; a named layout needs only its time path (a porter's t_embedder saved alone)
+    found = full if full or layout == "auto" else found
     if not found:
         raise ValueError(_nothing_fits(keys, candidates, prefixes))
     best = max(len(lay.markers) for lay, _ in found)
