@@ -6,8 +6,8 @@ The only place that imports diffusers, lazily (inside functions): ``import times
 works without it; calling into diffusers raises an ImportError that says
 ``pip install 'timestep-embed[diffusers]'``."""
 
+from ..families import CONTRACTS, TimestepContract, contract_for, edm_vp_c_noise, get_contract
 from .compare import run_comparison, write_report
-from .contracts import CONTRACTS, contract_for, edm_vp_c_noise, get_contract
 from .patch import (
     PATCHABLE,
     SUPPORTED_UNETS,
@@ -23,7 +23,6 @@ from .patch import (
 )
 from .precision import SchedulePrecision, schedule_precision
 from .schedules import SCHEDULES, Schedule, schedule_for
-from .timestep_contract import TimestepContract
 from .trace import STAGE_KINDS, Stage, TimePathTrace, trace_stages, trace_time_path
 from .verify import PortVerdict, verify_port
 
