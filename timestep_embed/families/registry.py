@@ -11,13 +11,14 @@ they are declared twins. Adding a family is one module (or one entry in one) and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from . import cogview, dit, edm, flux, hunyuan, mmdit, unets, video, wan
 from .schema import Family, Layout, TimestepContract
 
 __all__ = ["MODULES", "build", "FAMILIES", "CONTRACTS", "LAYOUTS", "LAYOUT_BY_CLASS", "get_contract", "get_family"]
-__all__ += ["contract_for"]
+__all__ += ["contract_of", "contract_for"]
 
 MODULES = (unets, edm, dit, mmdit, flux, cogview, hunyuan, wan, video)
 
@@ -77,13 +78,14 @@ def get_contract(name: str) -> TimestepContract:
     return CONTRACTS[name]
 
 
-def contract_for(model) -> TimestepContract | None:
-    """The contract of a diffusers model, from its class name and config; None for other models.
+def contract_of(class_name: str, config: Mapping) -> TimestepContract | None:
+    """The contract of the diffusers class ``class_name`` with ``config`` (its ``config.json``): the first
+    family that lists the class and whose test passes on the config; None if none does."""
+    return next((f.contract for c, f, when in _BY_CLASS if c == class_name and (when is None or when(config))), None)
 
-    Reads ``type(model).__name__`` and ``model.config`` only (no diffusers import): the first family
-    that lists the class and whose test passes on the config."""
+
+def contract_for(model) -> TimestepContract | None:
+    """The contract of a diffusers model, from its class name and config (`contract_of`); None for other
+    models. Reads ``type(model).__name__`` and ``model.config`` only (no diffusers import)."""
     config: Any = getattr(model, "config", None)
-    name = type(model).__name__
-    if not hasattr(config, "get"):
-        return None
-    return next((f.contract for cls, f, when in _BY_CLASS if cls == name and (when is None or when(config))), None)
+    return contract_of(type(model).__name__, config) if hasattr(config, "get") else None
