@@ -93,5 +93,8 @@ def test_a_time_path_saved_alone_names_the_closest_layouts(tmp_path):
     assert found.closest == ["sd3_original", "hunyuan_dit_original"]
     assert found.decided_by[0] == "missing its markers: y_embedder.embedding_table.weight"
     text = found.summary()
-    assert "closest layout: dit, family dit" in text and "NOT finite" in text and "layout=" in text
+    assert "closest layout: dit, family dit" in text and "NOT finite" in text and "layout='dit'" in text
+    save_file(keys_of(LAYOUTS["bria"]), tmp_path / "bria.safetensors")  # LongCat-Image's keys too
+    twins = inspect_checkpoint(tmp_path / "bria.safetensors")
+    assert not twins.matched and (twins.match.layout.name, twins.closest) == ("bria", ["longcat_image"])
     assert LAYOUTS["dit"].required_keys() == ["t_embedder.mlp.0.weight", "t_embedder.mlp.2.weight"]

@@ -22,7 +22,7 @@ import torch
 from ..families import KNOWN_PREFIXES, LAYOUT_BY_CLASS, LAYOUTS, Layout, TimestepContract, get_contract
 from ..families.registry import contract_of
 from ..nn import LayoutMatch, find_time_paths
-from ..weights import DIFFUSERS_WEIGHTS, read_json, read_safetensors_header, safetensors_torch
+from ..weights import DIFFUSERS_WEIGHTS, CheckpointError, read_json, read_safetensors_header, safetensors_torch
 from .precision import SchedulePrecision, schedule_precision
 
 __all__ = ["Inspection", "inspect_checkpoint"]
@@ -60,7 +60,7 @@ class Inspection:
             f"{self.path}: {self.tensors} tensors in {len(self.files)} file(s)",
             f"{what}: {lay.name}, family {lay.family or '(generic)'}, under prefix {self.match.prefix!r}{also}",
             *[f"  decided by: {d}" for d in self.decided_by],
-            *[f"  the rest of its network is not here: from_state_dict(..., layout={lay.name!r}) loads it"]
+            *[f"  not told apart by these keys: from_state_dict(..., layout={lay.name!r}) loads it as {lay.name}"]
             * (not self.matched),
             "time MLPs:",
             *[f"  {p.describe()}" for p in self.match.paths],
@@ -145,7 +145,8 @@ def _match(state: dict[str, torch.Tensor], config: dict) -> tuple[LayoutMatch, b
     lay, prefix, missing = closest[0]
     match = find_time_paths(state, layout=lay.name, prefix=prefix)
     ties = [x.name for x, _, m in closest[1:] if (len(m), len(x.markers)) == (len(missing), len(lay.markers))]
-    return match, False, [f"missing its markers: {', '.join(missing)}"] if missing else [], ties
+    why = f"missing its markers: {', '.join(missing)}" if missing else "the same keys as the others, all here"
+    return match, False, [why], ties
 
 
 def _evidence(match: LayoutMatch, keys: list[str]) -> list[str]:
@@ -172,10 +173,13 @@ def inspect_checkpoint(path: str | Path) -> Inspection:
     state: dict[str, torch.Tensor] = {}
     for file in files:
         for key, entry in read_safetensors_header(file).items():
-            if key != "__metadata__":
-                where[key] = file
-                dtype = _DTYPES.get(entry.get("dtype"), torch.uint8)
-                state[key] = torch.empty(entry.get("shape", []), dtype=dtype, device="meta")
+            if key == "__metadata__":
+                continue
+            where[key] = file
+            try:  # meta tensors: the header's shapes and dtypes, nothing allocated
+                state[key] = torch.empty(entry["shape"], dtype=_DTYPES.get(entry["dtype"], torch.uint8), device="meta")
+            except (KeyError, TypeError, RuntimeError) as exc:
+                raise CheckpointError(f"{file}: corrupt safetensors header entry {key!r} ({exc})") from None
     match, matched, decided, closest = _match(state, config)
     main = [k for k in state if any(k.startswith(lin + ".") for lin in match.paths[0].linears)]
     tensors: dict[str, torch.Tensor] = {}
