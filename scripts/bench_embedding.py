@@ -1,7 +1,7 @@
 """Speed and accuracy of the sinusoidal core against diffusers, measured in one run.
 
 For N timesteps x dim and each kind of input, the contenders run interleaved (see
-timestep_embed/analysis/timing.py) and the table reports their median time divided by the median
+scripts/_timing.py) and the table reports their median time divided by the median
 of diffusers' ``get_timestep_embedding`` (flip_sin_to_cos=True, downscale_freq_shift=0: the flags of
 diffusers' UNets) in the same run:
 
@@ -37,6 +37,7 @@ from pathlib import Path
 import diffusers
 import numpy as np
 import torch
+from _timing import interleaved_medians
 from diffusers.models.embeddings import get_timestep_embedding as diffusers_embedding
 
 from timestep_embed import (
@@ -46,7 +47,6 @@ from timestep_embed import (
     sinusoidal_embedding,
     sinusoidal_embedding_np,
 )
-from timestep_embed.analysis.timing import interleaved_medians
 from timestep_embed.files import atomic_write_bytes
 
 KINDS = ("float32", "float16", "bfloat16", "float64", "int64", "shared", "per_token")

@@ -2,7 +2,7 @@
 
 Same sizes on both sides (sinusoid width -> embedding width, e.g. 320 -> 1280 as Stable Diffusion),
 the very same weights, the same timesteps, one thread. For batch 1, 64 and 256 and integer and
-float timesteps, the contenders run interleaved (timestep_embed/analysis/timing.py); the table
+float timesteps, the contenders run interleaved (scripts/_timing.py); the table
 reports median times and the ratio ours / diffusers for
 
 * ``sinusoid fwd``: ``time_proj`` alone (our SinusoidalEmbedding vs diffusers' Timesteps);
@@ -23,9 +23,9 @@ import platform
 
 import diffusers
 import torch
+from _timing import interleaved_medians
 from diffusers.models.embeddings import TimestepEmbedding, Timesteps
 
-from timestep_embed.analysis.timing import interleaved_medians
 from timestep_embed.nn import TimestepEmbedder
 
 

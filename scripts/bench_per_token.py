@@ -29,9 +29,9 @@ import sys
 
 import diffusers
 import torch
+from _timing import interleaved_medians
 from diffusers.models.embeddings import TimestepEmbedding, Timesteps
 
-from timestep_embed.analysis.timing import interleaved_medians
 from timestep_embed.nn import TimestepEmbedder
 
 CONTENDERS = ("diffusers per token", "ours per token", "ours distinct")

@@ -4,7 +4,7 @@ For each size N x dim (fractional float32 timesteps in [0, 1000)) three contende
 diffusers' ``get_timestep_embedding`` (the UNet flags), ``sinusoidal_embedding`` (the float32
 path) and ``sinusoidal_embedding(..., precise=True)`` (float64 phases, rounded once to float32).
 
-* time: median of interleaved rounds in one process (timestep_embed/analysis/timing.py), as a
+* time: median of interleaved rounds in one process (scripts/_timing.py), as a
   ratio to diffusers' median in the same run;
 * memory: the peak resident memory one call adds, measured in a fresh process per contender
   (``ru_maxrss`` after the call minus before it, after a warm-up on a small batch), as a multiple of
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     if args.child:
         child(args.child[0], int(args.child[1]), int(args.child[2]))
         return 0
-    from timestep_embed.analysis.timing import interleaved_medians
+    from _timing import interleaved_medians
 
     torch.set_num_threads(1)
     import diffusers

@@ -3,7 +3,7 @@
 Two copies of the config's UNet (the same initial weights), one with ``torch.optim.AdamW`` as it runs
 by default on CPU (a Python loop over the parameter tensors), one with the training loop's optimizer
 (``timestep_embed.ddpm.train.adamw``: the fused kernel where torch has one). Timed in interleaved
-rounds (timestep_embed/analysis/timing.py), median milliseconds:
+rounds (scripts/_timing.py), median milliseconds:
 
 * ``optimizer step``: ``opt.step()`` alone, on gradients left by one backward pass;
 * ``training step``: what the loop does per step: forward under the run's autocast, backward, clip,
@@ -23,9 +23,9 @@ import platform
 
 import torch
 from _common import add_config_args, fail, load_config
+from _timing import interleaved_medians
 from torch import nn
 
-from timestep_embed.analysis.timing import interleaved_medians
 from timestep_embed.ddpm import Runtime, UNet, adamw, schedule_from_config, training_loss, update_ema
 
 

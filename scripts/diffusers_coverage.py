@@ -16,8 +16,10 @@ import json
 import logging
 import sys
 import warnings
+from pathlib import Path
 
-from timestep_embed.interop.coverage import CHECKS, coverage, coverage_table
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tiny models are test fixtures
+from tests.fixtures.coverage import CHECKS, coverage, coverage_table  # noqa: E402
 
 
 def main(argv=None) -> int:

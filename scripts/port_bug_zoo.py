@@ -1,4 +1,4 @@
-"""The port-bug zoo: every bug class of timestep_embed.interop.zoo planted into every family it applies to,
+"""The port-bug zoo: every bug class of tests/fixtures/zoo.py planted into every family it applies to,
 checked with verify_port on random weights and random timesteps; then the correct pairs (no alarm expected).
 
     python scripts/port_bug_zoo.py                 # the whole zoo, markdown on stdout
@@ -16,8 +16,10 @@ import logging
 import statistics
 import sys
 import warnings
+from pathlib import Path
 
-from timestep_embed.interop.zoo import ZOO, ZOO_FAMILIES, false_alarms, run_zoo, zoo_table
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the zoo is a test fixture
+from tests.fixtures.zoo import ZOO, ZOO_FAMILIES, false_alarms, run_zoo, zoo_table  # noqa: E402
 
 
 def main(argv=None) -> int:

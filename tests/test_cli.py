@@ -7,6 +7,8 @@ import hashlib
 
 import numpy as np
 import pytest
+import torch
+from safetensors.torch import save_file
 
 from timestep_embed.cli import main
 from timestep_embed.ddpm.train import run_training
@@ -34,6 +36,7 @@ def files(tmp_path):
     (tmp_path / "emptydir").mkdir()
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "config.json").write_text("{}")
+    save_file({"foo.weight": torch.zeros(2)}, tmp_path / "foo.safetensors")
 
 
 CASES = {  # name -> (argv with RUN / TMP placeholders, a word the message must contain)
@@ -81,6 +84,10 @@ CASES = {  # name -> (argv with RUN / TMP placeholders, a word the message must 
     "export over a folder": (["export", "RUN", "--out", "TMP/taken"], "--overwrite"),
     "compare zero width": (["compare", "--dims", "0", "--out", "TMP/cmp"], "dim"),
     "compare bad preset": (["compare", "--presets", "bogus", "--out", "TMP/cmp"], "bogus"),
+    "inspect missing file": (["inspect", "TMP/none.safetensors"], "none.safetensors"),
+    "inspect a text file": (["inspect", "TMP/text.npy"], "text.npy"),
+    "inspect a folder without weights": (["inspect", "TMP/emptydir"], "emptydir"),
+    "inspect no time path": (["inspect", "TMP/foo.safetensors"], "no time path"),
     "no subcommand": ([], "usage"),
     "unknown subcommand": (["trian"], "trian"),
     "unknown option": (["train", "--steps", "3"], "--steps"),

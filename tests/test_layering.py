@@ -1,7 +1,7 @@
 """The arrows point one way: each room of the package imports only the rooms below it.
 
-Rooms, bottom to top: the core (``conventions``, ``guards``, ``sinusoidal``, ``files``), ``nn``, ``analysis``,
-``interop``, ``ddpm``, ``cli``. Read from the source with ``ast``; function-local imports count.
+Rooms, bottom to top: the core (``conventions``, ``guards``, ``sinusoidal``, ``files``), ``families``, ``nn``,
+``analysis``, ``interop``, ``ddpm``, ``cli``. Read from the source with ``ast``; function-local imports count.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "timestep_embed"
-ORDER = ["core", "nn", "analysis", "interop", "ddpm", "cli"]
+ORDER = ["core", "families", "nn", "analysis", "interop", "ddpm", "cli"]
 OPTIONAL_HEAVY = {"diffusers", "matplotlib", "mlxtend"}
 
 
@@ -28,7 +28,7 @@ def room(module: str) -> str:
     parts = module.split(".")
     if len(parts) == 1:
         return "package"  # timestep_embed/__init__.py: the public face, re-exports only
-    if parts[1] in ("nn", "analysis", "interop", "ddpm", "cli", "__main__"):
+    if parts[1] in ("families", "nn", "analysis", "interop", "ddpm", "cli", "__main__"):
         return "cli" if parts[1] == "__main__" else parts[1]
     return "core"
 
@@ -49,7 +49,8 @@ def imports(path: Path):
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([node.module] if node.module else []))
-            names = [base] + [f"{base}.{a.name}" for a in node.names]
+            # `from . import x` names x (a submodule, or a name the package's __init__ holds), not the package
+            names = [base] * bool(node.module) + [f"{base}.{a.name}" for a in node.names]
         else:
             continue
         for name in names:

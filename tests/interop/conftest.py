@@ -1,4 +1,4 @@
-"""The tiny random-weight diffusers models of ``timestep_embed.interop.tiny`` as a fixture."""
+"""The tiny random-weight diffusers models of ``tests/fixtures/tiny.py`` as a fixture."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 diffusers = pytest.importorskip("diffusers")
 
-from timestep_embed.interop.tiny import build, run  # noqa: E402  (after the skip: needs diffusers)
+from ..fixtures.tiny import build, run  # noqa: E402  (after the skip: needs diffusers)
 
 __all__ = ["build", "run"]
 

@@ -12,8 +12,8 @@ import torch
 
 from timestep_embed import LowPrecisionTimestepWarning, sinusoidal_embedding
 from timestep_embed.interop import CONTRACTS, contract_for, get_contract, mlp_from_diffusers
-from timestep_embed.interop.tiny import TINY
 
+from ..fixtures.tiny import TINY
 from .conftest import build, run
 
 diffusers = pytest.importorskip("diffusers")

@@ -1,4 +1,4 @@
-"""The coverage of the installed diffusers' model zoo (``timestep_embed.interop.coverage``): every class
+"""The coverage of the installed diffusers' model zoo (``tests/fixtures/coverage.py``): every class
 whose forward takes a timestep has a tiny model or a reason it has none; a built one passes the four
 checks or each failing check names its cause; the full table (minutes) is the slow test."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from timestep_embed.interop.coverage import CHECKS, check_class, coverage, coverage_table, time_classes
-from timestep_embed.interop.coverage_reasons import LIMITS, NOT_BUILT
-from timestep_embed.interop.tiny import BY_CLASS
+from ..fixtures.coverage import CHECKS, check_class, coverage, coverage_table, time_classes
+from ..fixtures.coverage_reasons import LIMITS, NOT_BUILT
+from ..fixtures.tiny import BY_CLASS
 
 diffusers = pytest.importorskip("diffusers")
 

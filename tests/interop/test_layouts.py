@@ -13,9 +13,9 @@ from safetensors.torch import load_file, save_file
 
 from timestep_embed import TimestepEmbedder
 from timestep_embed.interop import get_contract
-from timestep_embed.interop.tiny import TINY
 from timestep_embed.nn import find_time_paths
 
+from ..fixtures.tiny import TINY
 from .conftest import build, run
 from .test_contracts import IN_DIFFUSERS, scheduler_values
 

@@ -9,6 +9,7 @@ import torch
 
 from timestep_embed import TimestepEmbedder
 
+from ..fixtures.tiny import BY_CLASS
 from .conftest import build, run
 from .test_layouts import module_output
 
@@ -50,8 +51,6 @@ def test_torch_dtype_and_the_other_mlps(tmp_path):
 
 def test_a_class_that_shares_its_keys_is_told_by_its_config(tmp_path):
     """SkyReels-V2's weights are Wan's; its sinusoid is float64 (the config's _class_name says so)."""
-    from timestep_embed.interop.tiny import BY_CLASS
-
     model, inputs, t = build(BY_CLASS["SkyReelsV2Transformer3DModel"])
     model.save_pretrained(tmp_path / "sky")
     embedder = TimestepEmbedder.from_pretrained(tmp_path / "sky")

@@ -11,8 +11,9 @@ import torch
 
 from timestep_embed.grid import grid_embedding, grid_positions
 from timestep_embed.interop import verify_port
-from timestep_embed.interop.zoo import ZOO, false_alarms, run_one, zoo_table
-from timestep_embed.interop.zoo_ports import ZOO_FAMILIES, family_embedder, family_timesteps
+
+from ..fixtures.zoo import ZOO, false_alarms, run_one, zoo_table
+from ..fixtures.zoo_ports import ZOO_FAMILIES, family_embedder, family_timesteps
 
 pytest.importorskip("diffusers")
 pytestmark = pytest.mark.filterwarnings("ignore")  # the planted bugs round timesteps on purpose

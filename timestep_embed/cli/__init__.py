@@ -42,6 +42,7 @@ from ..ddpm.schema import dump_yaml
 from ..ddpm.trained import run_config
 from ..files import atomic_write_bytes, load_npy
 from ..interop.compare import run_comparison, summary, to_markdown, write_report
+from ..interop.inspect import inspect_checkpoint
 from .parser import build_parser
 
 log = logging.getLogger("timestep_embed")
@@ -131,6 +132,12 @@ def _compare(args) -> int:
     return 0
 
 
+def _inspect(args) -> int:
+    result = inspect_checkpoint(args.path)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else result.summary())
+    return 0
+
+
 def parse_timesteps(spec: str) -> np.ndarray:
     """``T.npy`` (any shape, flattened) or ``start:stop[:step]`` (``numpy.arange``), float64."""
     if spec.endswith(".npy"):
@@ -195,6 +202,7 @@ COMMANDS = {
     "sample": _sample,
     "evaluate": _evaluate,
     "compare": _compare,
+    "inspect": _inspect,
     "detect": _detect,
     "figures": _figures,
     "export": _export,

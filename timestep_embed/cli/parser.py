@@ -25,6 +25,7 @@ EXAMPLES = {
     "evaluate": "timestep-embed evaluate runs/ddpm_mnist      # or a SAMPLES.npy file\n"
     "  timestep-embed evaluate runs/ddpm_mnist/samples-ddpm-250-seed0.npy --out metrics.json",
     "compare": "timestep-embed compare --out runs/compare --dims 128 320",
+    "inspect": "timestep-embed inspect flux1-dev.safetensors      # or a diffusers model folder; --json",
     "detect": "timestep-embed detect emb.npy --timesteps 0:1000",
     "figures": "timestep-embed figures --out runs/figures --checkpoint runs/ddpm_mnist",
     "export": "timestep-embed export runs/ddpm_mnist --out runs/ddpm_mnist_ema",
@@ -149,6 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--presets", nargs="+", default=list(BASE_PRESETS), choices=sorted(PRESETS), metavar="PRESET")
     p.add_argument("--dims", nargs="+", type=int, default=list(DIMS), help="widths")
     p.add_argument("-n", type=int, default=256, help="timesteps per row")
+
+    p = command(
+        "inspect",
+        "the model family, layout, time MLPs, timestep contract and precision of a checkpoint (a .safetensors "
+        "file or a diffusers model folder), reading only its header and its time path",
+    )
+    p.add_argument("path", metavar="PATH", help="a .safetensors file or a diffusers model folder")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
 
     p = command(
         "detect",

@@ -1,13 +1,15 @@
-"""The bridge to real codebases: timestep contracts of model families, patching diffusers models,
-moving weights both ways, tracing and verifying ports, the precision of a time path along a real
-sampling run, the comparison report.
+"""The tools that bridge to real codebases: tracing and verifying ports (with the causes of a
+difference), the precision of a time path along a real sampling run, patching diffusers models and
+moving weights both ways, the comparison report, and ``inspect`` of a checkpoint. The contracts they
+check against are the families' ([`timestep_embed.families`][timestep_embed.families]), re-exported here.
 
 The only place that imports diffusers, lazily (inside functions): ``import timestep_embed.interop``
 works without it; calling into diffusers raises an ImportError that says
 ``pip install 'timestep-embed[diffusers]'``."""
 
+from ..families import CONTRACTS, TimestepContract, contract_for, edm_vp_c_noise, get_contract
 from .compare import run_comparison, write_report
-from .contracts import CONTRACTS, contract_for, edm_vp_c_noise, get_contract
+from .inspect import Inspection, inspect_checkpoint
 from .patch import (
     PATCHABLE,
     SUPPORTED_UNETS,
@@ -23,7 +25,6 @@ from .patch import (
 )
 from .precision import SchedulePrecision, schedule_precision
 from .schedules import SCHEDULES, Schedule, schedule_for
-from .timestep_contract import TimestepContract
 from .trace import STAGE_KINDS, Stage, TimePathTrace, trace_stages, trace_time_path
 from .verify import PortVerdict, verify_port
 
@@ -58,4 +59,6 @@ __all__ = [
     "verify_port",
     "run_comparison",
     "write_report",
+    "Inspection",
+    "inspect_checkpoint",
 ]

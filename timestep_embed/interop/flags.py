@@ -9,9 +9,9 @@ import math
 import torch
 
 from ..analysis.relation import relate
+from ..families import TimestepContract
 from ..sinusoidal import sinusoidal_embedding
 from .stage import Stage
-from .timestep_contract import TimestepContract
 
 __all__ = ["flag_stages"]
 

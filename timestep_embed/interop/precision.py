@@ -25,10 +25,9 @@ import torch
 from torch import nn
 
 from ..conventions import Convention
+from ..families import TimestepContract, contract_for, get_contract
 from ..sinusoidal import frequencies
-from .contracts import contract_for, get_contract
 from .schedules import Schedule, schedule_for
-from .timestep_contract import TimestepContract
 
 __all__ = ["SchedulePrecision", "schedule_precision", "sinusoid64", "SAFE_FRACTION"]
 
@@ -135,8 +134,8 @@ def schedule_precision(
     """The precision of a family's time path in ``dtype`` over its real sampling run.
 
     Args:
-        family: a contract name (``"flux_dev"``), a [`TimestepContract`][timestep_embed.interop.TimestepContract], or a
-            diffusers model (its contract by [`contract_for`][timestep_embed.interop.contract_for]).
+        family: a contract name (``"flux_dev"``), a [`TimestepContract`][timestep_embed.families.TimestepContract], or a
+            diffusers model (its contract by [`contract_for`][timestep_embed.families.contract_for]).
         dtype: the dtype the model (and, with ``latents_in_dtype``, the pipeline's latents) runs in.
         schedule: the run (default `schedule_for` the contract), or raw scheduler values.
         dim: the sinusoid's width (default the contract's, else 256).

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .timestep_contract import TimestepContract
+from ..families import TimestepContract
 
 __all__ = ["Schedule", "ddpm", "ddim", "euler_leading", "dpm_linspace", "flow", "karras", "schedule_for", "SCHEDULES"]
 

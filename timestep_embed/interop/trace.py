@@ -6,7 +6,7 @@ input and output, each time MLP's output, each block's modulation and the model'
 diffusers' models (their ``Timesteps``, ``GaussianFourierProjection``, ``TimestepEmbedding`` and
 ``AdaLayerNorm*`` modules, found by class name) and on this package's modules. Then it flags what
 goes wrong in ports: a timestep rounded by a low-precision dtype, a value outside the range the
-model's [`TimestepContract`][timestep_embed.interop.TimestepContract] expects, the scale applied twice, a sinusoid that
+model's [`TimestepContract`][timestep_embed.families.TimestepContract] expects, the scale applied twice, a sinusoid that
 is not the contract's convention.
 """
 
@@ -20,13 +20,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..families import TimestepContract, contract_for, get_contract
 from ..guards import TimestepsLike, as_tensor
 from ..nn import FourierEmbedding, SinusoidalEmbedding, TimestepMLP
-from .contracts import contract_for, get_contract
 from .flags import flag_stages
 from .precision import schedule_precision
 from .stage import STAGE_KINDS, Stage
-from .timestep_contract import TimestepContract
 
 __all__ = ["Stage", "TimePathTrace", "trace_time_path", "trace_stages", "STAGE_KINDS"]
 
@@ -243,9 +242,9 @@ def trace_time_path(
             any module holding them.
         timesteps: what the model is given as its timestep, exactly as the pipeline passes it.
         inputs: the model's other keyword arguments; None calls ``model(timesteps)``.
-        contract: the [`TimestepContract`][timestep_embed.interop.TimestepContract] (or its name) to check against;
+        contract: the [`TimestepContract`][timestep_embed.families.TimestepContract] (or its name) to check against;
             ``"auto"`` picks the one of a diffusers model's class
-            ([`contract_for`][timestep_embed.interop.contract_for]); None checks without one.
+            ([`contract_for`][timestep_embed.families.contract_for]); None checks without one.
         timestep_arg: the keyword the timestep is passed as, with ``inputs`` (``"t"`` for the DDPM UNet).
     """
     if not isinstance(model, nn.Module):

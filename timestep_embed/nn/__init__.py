@@ -1,15 +1,14 @@
 """Modules over the sinusoidal core: the sinusoid, Fourier features, the time-input map, the MLP, the
 embedder, and the key layouts of real checkpoints' time paths."""
 
+from ..families import KNOWN_PREFIXES, LAYOUTS, Layout, MLPKeys
 from .cast import InModelDtype
 from .embedder import TimestepEmbedder, default_sinusoid_dim
 from .fourier import FourierEmbedding
-from .layouts import KNOWN_PREFIXES, Layout, MLPKeys
 from .mlp import ACTIVATIONS, TimestepMLP
 from .sinusoidal_module import SinusoidalEmbedding
 from .time_input import TIME_INPUTS, check_time_input, time_input
 from .time_path import (
-    LAYOUTS,
     LayoutMatch,
     TimePath,
     build_to_fit,

@@ -153,7 +153,7 @@ class TimestepEmbedder(nn.Module):
     ) -> TimestepEmbedder:
         """The time path of a whole-model checkpoint: layout found, widths read from its tensors, weights loaded.
 
-        Knows the layouts of `timestep_embed.nn.time_path.LAYOUTS`: diffusers' models and the
+        Knows the layouts of `timestep_embed.families.LAYOUTS`: diffusers' models and the
         original releases (Stable Diffusion/LDM, SDXL, guided-diffusion, DDPM's torch port, DiT,
         PixArt, SD3, Flux with ``guidance_in``, Wan, HunyuanVideo, EDM's three networks,
         k-diffusion, lucidrains), under the prefixes ``model.diffusion_model.``, ``unet.``,

@@ -23,23 +23,16 @@ import torch
 from torch import nn
 
 from ..conventions import PRESETS, Convention, convention_from_diffusers
+from ..families import LAYOUT_BY_CLASS  # diffusers classes whose keys are another layout's: the class says which
 from .cast import InModelDtype
 from .fourier import FourierEmbedding
 from .mlp import ACTIVATIONS, TimestepMLP
 from .sinusoidal_module import SinusoidalEmbedding
 
-__all__ = ["embedder_config", "embedder_arguments", "diffusers_options", "DIFFUSERS_LAYOUTS"]
+__all__ = ["embedder_config", "embedder_arguments", "diffusers_options"]
 
 _NAMES = {cls: name for name, cls in ACTIVATIONS.items() if name != "swish"}
 _CANONICAL = ("adm", "ddpm", "vaswani", "edm", "edm_song", "mae")  # a preset's first name, not an alias
-# diffusers classes whose keys are another layout's: the class says which (the weights do not)
-DIFFUSERS_LAYOUTS = {
-    "SkyReelsV2Transformer3DModel": "skyreels_v2",
-    "Kandinsky3UNet": "kandinsky3",
-    "CogView3PlusTransformer2DModel": "cogview3plus",
-    "BriaTransformer2DModel": "bria",
-    "LongCatImageTransformer2DModel": "longcat_image",
-}
 # diffusers UNets: how each builds its GaussianFourierProjection (models/unets/unet_*.py)
 _FOURIER: dict[str, Callable[[dict], dict]] = {
     "UNet2DModel": lambda c: {"first": "sin", "log": True},  # set_W_to_weight=True, log=True defaults
@@ -147,15 +140,15 @@ def diffusers_options(config: dict, state: dict[str, torch.Tensor]) -> dict:
     diffusers model folder's config gives."""
     name = config.get("_class_name")
     options: dict = {}
-    if name in DIFFUSERS_LAYOUTS:
-        options["layout"] = DIFFUSERS_LAYOUTS[name]
+    if name in LAYOUT_BY_CLASS:
+        options["layout"] = LAYOUT_BY_CLASS[name]
     if any(k in config for k in ("flip_sin_to_cos", "freq_shift", "downscale_freq_shift", "time_theta")):
         options["convention"] = convention_from_diffusers(
             flip_sin_to_cos=bool(config.get("flip_sin_to_cos", True)),
             downscale_freq_shift=float(config.get("freq_shift", config.get("downscale_freq_shift", 0))),
             max_period=float(config.get("time_theta", 10000)),  # BRIA's BriaTimesteps
         )
-    if "UNet" in str(name) and name not in DIFFUSERS_LAYOUTS:
+    if "UNet" in str(name) and name not in LAYOUT_BY_CLASS:
         if config.get("act_fn") in ACTIVATIONS and name != "UNet2DModel":  # UNet2DModel's MLP is SiLU always
             options["act"] = config["act_fn"]
         if config.get("timestep_post_act") is not None:

@@ -1,6 +1,6 @@
 """Find the time path in a real checkpoint: which layout, under which prefix, which MLPs; strict loading.
 
-No diffusers import: the layouts (`timestep_embed.nn.layouts`) are plain strings. Our names
+No diffusers import: the layouts ([`timestep_embed.families`][timestep_embed.families]) are plain strings. Our names
 are diffusers' names (``time_embedding.linear_1.weight`` ...), so a diffusers UNet's time path needs
 no renaming.
 """
@@ -16,11 +16,7 @@ from typing import TypeVar
 import torch
 from torch import nn
 
-from .derived_layouts import DERIVED_LAYOUTS
-from .image_layouts import IMAGE_LAYOUTS
-from .layouts import KNOWN_PREFIXES, Layout, MLPKeys
-from .transformer_layouts import TRANSFORMER_LAYOUTS
-from .unet_layouts import UNET_LAYOUTS
+from ..families import KNOWN_PREFIXES, LAYOUTS, Layout, MLPKeys
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -36,8 +32,6 @@ __all__ = [
 ]
 
 _OURS = ("time_embedding.linear_1.", "time_embedding.linear_2.")
-_ALL = (*UNET_LAYOUTS, *TRANSFORMER_LAYOUTS, *IMAGE_LAYOUTS, *DERIVED_LAYOUTS)
-LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in _ALL}
 
 
 def _describe(state: Mapping[str, torch.Tensor]) -> str:
@@ -150,13 +144,6 @@ def _paths(layout: Layout, state_dict: Mapping[str, torch.Tensor], prefix: str) 
     return paths
 
 
-def _fits(layout: Layout, keys: list[str], prefix: str) -> bool:
-    under = [k[len(prefix) :] for k in keys if k.startswith(prefix)]
-    return all(any(m in k for k in under) for m in layout.markers) and not any(
-        a in k for a in layout.absent for k in under
-    )
-
-
 def check_state_dict(state_dict, name: str = "state_dict") -> None:
     """Raise TypeError unless ``state_dict`` maps string keys to tensors (naming the first bad entry)."""
     if not isinstance(state_dict, Mapping):
@@ -176,9 +163,11 @@ def find_time_paths(
     """The layout of a whole-model state dict and every MLP of it that was found.
 
     Tries each layout of `LAYOUTS` under each of the
-    `timestep_embed.nn.layouts.KNOWN_PREFIXES` (or ``prefix``): its main MLP's first weight
-    must be there, its markers too, its absent keys not. Of the layouts that fit, the one with the
-    most markers wins (Stable Diffusion's keys are guided-diffusion's plus cross-attention).
+    `timestep_embed.families.KNOWN_PREFIXES` (or ``prefix``): its main MLP's weights must be
+    there, its markers too, its absent keys not. A layout named by ``layout=`` needs its time path's
+    keys only: the markers of the rest of the network decide automatic detection. Of the layouts
+    that fit, the one with the most markers wins (Stable Diffusion's keys are guided-diffusion's
+    plus cross-attention).
 
     Args:
         family: keep the layouts of this contract family (``"flux_dev"``, ``"stable_diffusion"`` ...);
@@ -205,9 +194,10 @@ def find_time_paths(
         candidates = [lay for lay in candidates if lay.auto]
     keys = list(state_dict)
     prefixes = KNOWN_PREFIXES if prefix is None else (prefix,)
-    found = [
-        (lay, p) for lay in candidates for p in prefixes if p + lay.mlps[0].key() in state_dict and _fits(lay, keys, p)
-    ]
+    found = [(lay, p) for lay in candidates for p in prefixes if all(p + k in state_dict for k in lay.required_keys())]
+    full = [(lay, p) for lay, p in found if lay.fits(keys, p)]
+    # markers decide detection; a named layout needs only its time path (a porter's t_embedder saved alone)
+    found = full if full or layout == "auto" else found
     if not found:
         raise ValueError(_nothing_fits(keys, candidates, prefixes))
     best = max(len(lay.markers) for lay, _ in found)

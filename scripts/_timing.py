@@ -2,7 +2,8 @@
 
 Each round calls every contender once, in a fresh random order, so slow drifts of the machine
 (other processes, frequency scaling) hit all contenders alike; the median over rounds drops
-the outliers. Used by the benchmark and comparison scripts, never by tests.
+the outliers. Used by the benchmark scripts, never by tests: they run as ``python scripts/NAME.py``,
+so this module is importable as ``_timing`` from them.
 """
 
 from __future__ import annotations

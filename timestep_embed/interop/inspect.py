@@ -1,0 +1,197 @@
+"""``timestep-embed inspect``: the model family, layout, time MLPs, timestep contract and precision of
+a checkpoint, read from its header.
+
+PATH is a ``.safetensors`` file or a diffusers model folder (``config.json`` with
+``diffusion_pytorch_model.safetensors``, or the shards its ``.index.json`` lists). Only the headers are
+parsed and only the main time path's tensors are read (``safe_open``), so a 20 GB checkpoint answers in
+the time its header takes. The layout is [`find_time_paths`][timestep_embed.nn.find_time_paths]' on meta
+tensors of the header's shapes; a folder's ``_class_name`` decides between layouts with the same keys.
+Where no layout fits, those whose time path is there are the closest, with the markers they miss.
+Then the family's contract and the precision of its time path along its usual sampling run in the
+checkpoint's dtype ([`schedule_precision`][timestep_embed.interop.schedule_precision]).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..families import KNOWN_PREFIXES, LAYOUT_BY_CLASS, LAYOUTS, Layout, TimestepContract, get_contract
+from ..families.registry import contract_of
+from ..nn import LayoutMatch, find_time_paths
+from ..weights import DIFFUSERS_WEIGHTS, CheckpointError, read_json, read_safetensors_header, safetensors_torch
+from .precision import SchedulePrecision, schedule_precision
+
+__all__ = ["Inspection", "inspect_checkpoint"]
+
+# safetensors' dtype names (its format's header); a name torch lacks is read as bytes
+_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+           "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2, "I64": torch.int64, "I32": torch.int32,
+           "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}  # fmt: skip
+
+
+@dataclass
+class Inspection:
+    """What `inspect_checkpoint` found: the files, the layout (``matched`` False: the closest, with the
+    others that were as close in ``closest``), the keys that decided it, the time MLPs, the dtype and
+    finiteness of the main one, the family's contract and its precision in that dtype."""
+
+    path: str
+    files: list[str]
+    tensors: int
+    match: LayoutMatch
+    matched: bool
+    decided_by: list[str]
+    closest: list[str]
+    dtype: torch.dtype
+    finite: bool
+    contract: TimestepContract | None
+    precision: SchedulePrecision | None
+
+    def summary(self) -> str:
+        """The report as text, a few lines per part."""
+        lay = self.match.layout
+        what = "layout" if self.matched else "closest layout"
+        also = f" (as close: {', '.join(self.closest)})" if self.closest else ""
+        lines = [
+            f"{self.path}: {self.tensors} tensors in {len(self.files)} file(s)",
+            f"{what}: {lay.name}, family {lay.family or '(generic)'}, under prefix {self.match.prefix!r}{also}",
+            *[f"  decided by: {d}" for d in self.decided_by],
+            *[f"  not told apart by these keys: from_state_dict(..., layout={lay.name!r}) loads it as {lay.name}"]
+            * (not self.matched),
+            "time MLPs:",
+            *[f"  {p.describe()}" for p in self.match.paths],
+            f"  weights of the main one: {str(self.dtype).removeprefix('torch.')}, "
+            + ("finite" if self.finite else "NOT finite (NaN or inf)"),
+        ]
+        if self.contract is None:
+            return "\n".join([*lines, "contract: none (a generic layout: its sinusoid lives in config.json)"])
+        lines += ["contract:", *[f"  {line}" for line in self.contract.describe().splitlines()]]
+        if self.precision is not None:
+            lines += ["precision:", *[f"  {line}" for line in self.precision.summary().splitlines()]]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        """The report as JSON-able data (``--json``)."""
+        c, p = self.contract, self.precision
+        return {
+            "path": self.path, "files": self.files, "tensors": self.tensors, "matched": self.matched,
+            "layout": self.match.layout.name, "family": self.match.layout.family, "prefix": self.match.prefix,
+            "decided_by": self.decided_by, "closest": self.closest, "dtype": str(self.dtype).removeprefix("torch."),
+            "finite": self.finite, "time_paths": [dataclasses.asdict(t) for t in self.match.paths],
+            "contract": None if c is None else {
+                "name": c.name, "family": c.family, "raw": c.raw, "raw_range": list(c.raw_range),
+                "pipeline": c.pipeline, "inside": c.inside, "formed_in": c.formed_in, "convention": str(c.convention),
+                "sinusoid_dim": c.sinusoid_dim, "mlp": c.mlp, "diffusers": c.diffusers, "sources": list(c.sources)},
+            "precision": None if p is None else {
+                "schedule": p.schedule, "steps": p.raw.numel(), "collisions": len(p.collisions),
+                "step_fraction": p.step_fraction, "safe": p.safe},
+        }  # fmt: skip
+
+
+def _files(path: Path) -> tuple[list[Path], dict]:
+    """The safetensors files of PATH and its folder's ``config.json`` ({} for a file alone)."""
+    if path.is_file():
+        return [path], {}
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such file or folder")
+    config = read_json(path / "config.json") if (path / "config.json").is_file() else {}
+    index = path / f"{DIFFUSERS_WEIGHTS}.index.json"
+    if (path / DIFFUSERS_WEIGHTS).is_file():
+        return [path / DIFFUSERS_WEIGHTS], config
+    if index.is_file():
+        shards = read_json(index).get("weight_map")
+        if not isinstance(shards, dict) or any(not isinstance(s, str) or Path(s).name != s for s in shards.values()):
+            raise ValueError(f"{index}: no weight_map of file names in this folder")
+        return [path / s for s in sorted(set(shards.values()))], config
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{path}: no .safetensors file (nor {DIFFUSERS_WEIGHTS}.index.json)")
+    return files, config
+
+
+def _closest(keys: list[str]) -> list[tuple[Layout, str, list[str]]]:
+    """The layouts whose main time path is in ``keys`` (under a known prefix) with the markers they miss:
+    the most markers found first, then the fewest missed, then the registry's order."""
+    have, found = set(keys), []
+    for lay in LAYOUTS.values():
+        p = next((p for p in KNOWN_PREFIXES if all(p + k in have for k in lay.required_keys())), None)
+        if p is not None:
+            missing = [m for m in lay.markers if not any(k.startswith(p) and m in k[len(p) :] for k in keys)]
+            found.append((lay, p, missing))
+    return sorted(found, key=lambda f: (len(f[2]) - len(f[0].markers), len(f[2])))
+
+
+def _match(state: dict[str, torch.Tensor], config: dict) -> tuple[LayoutMatch, bool, list[str], list[str]]:
+    """``(match, matched, what decided it, the other layouts as close)``."""
+    name = config.get("_class_name")
+    if name in LAYOUT_BY_CLASS:  # the class says which of the layouts with the same keys
+        return find_time_paths(state, layout=LAYOUT_BY_CLASS[name]), True, [f"config.json: {name}"], []
+    contract = contract_of(name, config) if isinstance(name, str) else None
+    if contract is not None and any(x.family == contract.name for x in LAYOUTS.values()):
+        try:
+            return find_time_paths(state, family=contract.name), True, [f"config.json: {name}"], []
+        except ValueError:
+            pass  # a layout of the family's does not fit: detect from the keys alone
+    try:
+        return find_time_paths(state), True, [], []
+    except ValueError as exc:
+        closest = _closest(list(state))
+        if not closest:
+            raise ValueError(str(exc).splitlines()[0]) from None
+    lay, prefix, missing = closest[0]
+    match = find_time_paths(state, layout=lay.name, prefix=prefix)
+    ties = [x.name for x, _, m in closest[1:] if (len(m), len(x.markers)) == (len(missing), len(lay.markers))]
+    why = f"missing its markers: {', '.join(missing)}" if missing else "the same keys as the others, all here"
+    return match, False, [why], ties
+
+
+def _evidence(match: LayoutMatch, keys: list[str]) -> list[str]:
+    """The keys that made the layout fit: its time path's weights, a key holding each marker it found, and
+    the substrings no key may hold."""
+    p, lay = match.prefix, match.layout
+    holding = {m: next((k for k in keys if k.startswith(p) and m in k[len(p) :]), None) for m in lay.markers}
+    return [
+        *[p + k for k in lay.required_keys()],
+        *[f"{key} (holds the marker {m!r})" for m, key in holding.items() if key is not None],
+        *[f"no key holds {a!r}" for a in lay.absent],
+    ]
+
+
+def inspect_checkpoint(path: str | Path) -> Inspection:
+    """What a checkpoint's time path is (see the module docstring).
+
+    Raises:
+        FileNotFoundError: PATH is neither a file nor a folder holding safetensors files.
+        ValueError: a corrupt header (``CheckpointError``), or no layout's time path in the file.
+    """
+    files, config = _files(Path(path))
+    where: dict[str, Path] = {}
+    state: dict[str, torch.Tensor] = {}
+    for file in files:
+        for key, entry in read_safetensors_header(file).items():
+            if key == "__metadata__":
+                continue
+            where[key] = file
+            try:  # meta tensors: the header's shapes and dtypes, nothing allocated
+                state[key] = torch.empty(entry["shape"], dtype=_DTYPES.get(entry["dtype"], torch.uint8), device="meta")
+            except (KeyError, TypeError, RuntimeError) as exc:
+                raise CheckpointError(f"{file}: corrupt safetensors header entry {key!r} ({exc})") from None
+    match, matched, decided, closest = _match(state, config)
+    main = [k for k in state if any(k.startswith(lin + ".") for lin in match.paths[0].linears)]
+    tensors: dict[str, torch.Tensor] = {}
+    for file in sorted({where[k] for k in main}):
+        with safetensors_torch().safe_open(str(file), "pt") as f:
+            tensors.update({k: f.get_tensor(k) for k in main if where[k] == file})
+    dtype = state[match.paths[0].linears[0] + ".weight"].dtype
+    family, name = match.layout.family, config.get("_class_name")
+    contract = get_contract(family) if family else contract_of(name, config) if isinstance(name, str) else None
+    precision = schedule_precision(contract, dtype) if contract is not None and dtype.is_floating_point else None
+    return Inspection(
+        str(path), [str(f) for f in files], len(state), match, matched, [*decided, *_evidence(match, list(state))],
+        closest, dtype,
+        all(bool(torch.isfinite(t.float()).all()) for t in tensors.values()), contract, precision,
+    )  # fmt: skip
