@@ -49,6 +49,20 @@ def test_bench_train_step_smoke(tmp_path):
     assert bad.returncode == 2 and "--threads" in bad.stderr
 
 
+def test_bench_gpu_runs_on_the_cpu_and_writes_its_rows(tmp_path):
+    """The GPU benchmark's function and module rows on whatever device is here (its sync check needs CUDA)."""
+    out = tmp_path / "bench.json"
+    cmd = [sys.executable, str(ROOT / "scripts" / "bench_gpu.py"), "--device", "cpu", "--quick", "--modes", "eager",
+           "--parts", "function,module,sync", "--out", str(out)]  # fmt: skip
+    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert len(rows["function"]) == 9 and len(rows["module"]) == 6 and rows["sync"] == []
+    assert all(r["ratio"] > 0 for r in rows["function"] + rows["module"])
+    bad = subprocess.run([*cmd[:2], "--parts", "everything"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--parts" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_compare_peers_says_how_to_install_lucidrains(tmp_path):
     if importlib.util.find_spec("denoising_diffusion_pytorch") is not None:
         pytest.skip("lucidrains' package is installed here")
