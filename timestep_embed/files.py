@@ -22,6 +22,8 @@ from typing import Literal
 import numpy as np
 import torch
 
+from .checks import check_memory
+
 try:  # POSIX; Windows locks through msvcrt
     import fcntl
 except ImportError:  # pragma: no cover - Windows
@@ -162,7 +164,11 @@ def load_npy(path: str | os.PathLike, mmap_mode: Literal["r", "c"] | None = None
 
 
 def save_figure(fig, path: str | os.PathLike, dpi: int | None = None) -> Path:
-    """A matplotlib Figure as PNG at ``path``, atomically."""
+    """A matplotlib Figure as PNG at ``path``, atomically; a ``dpi`` whose RGBA canvas could not fit in memory is
+    refused before it is drawn."""
+    width, height = fig.get_size_inches()
+    pixels = round(width * (dpi or fig.dpi)) * round(height * (dpi or fig.dpi))
+    check_memory(f"dpi={dpi or fig.dpi:g}", pixels, f"RGBA pixels of the {width:g}x{height:g}-inch figure", 4)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi)
     return atomic_write_bytes(path, buffer.getvalue())
