@@ -29,6 +29,7 @@ from ..ddpm import (
     ConfigError,
     DataError,
     RunConfig,
+    TrainingDiverged,
     distill_run,
     evaluate_samples,
     export_run,
@@ -40,12 +41,12 @@ from ..ddpm import (
 )
 from ..ddpm.schema import dump_yaml
 from ..ddpm.trained import run_config
-from ..files import atomic_write_bytes, load_npy
+from ..files import atomic_write_bytes, check_writable, load_npy
 from ..interop.compare import run_comparison, summary, to_markdown, write_report
 from .parser import build_parser
 
 log = logging.getLogger("timestep_embed")
-USER_ERRORS = (ConfigError, CheckpointError, DataError, ValueError, TypeError, OSError, ImportError)
+USER_ERRORS = (ConfigError, CheckpointError, DataError, TrainingDiverged, ValueError, TypeError, OSError, ImportError)
 
 
 # ---------------------------------------------------------------------------------- commands
@@ -106,6 +107,8 @@ def _load_npy(path: str, what: str, mmap_mode=None) -> np.ndarray:
 
 
 def _evaluate(args) -> int:
+    if args.out:
+        check_writable(Path(args.out).parent, "--out's folder")  # before the scoring, not after it
     if Path(args.samples).is_dir():  # a run folder: its samples, scored by the run's own evaluator
         cfg = run_config(args.samples)
         metrics = score(cfg, _load_npy(str(Path(args.samples) / "samples.npy"), "samples"), not args.no_references)

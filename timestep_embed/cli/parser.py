@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--out",
         default=None,
         metavar="PREFIX",
-        help="output prefix (default: RUN/samples-<sampler>-<steps>-seed<seed>)",
+        help="output prefix, or a folder (one that exists, or a name ending in /) for the default names "
+        "(default: RUN/samples-<sampler>-<steps>-seed<seed>)",
     )
     p.add_argument("--raw", action="store_true", help="use the raw weights instead of the EMA")
     p.add_argument("--device", default=None, choices=DEVICES, help="where to sample (default: auto)")
