@@ -1,10 +1,17 @@
-"""A run that cannot start leaves its folder as it was, a run that diverges stops with one line, and a folder that
-cannot be written is found before the work that would fill it."""
+"""A run that cannot start leaves its folder as it was, a run that diverges stops with one line, Ctrl-C to a run in
+several processes saves it and says so in one line, and a folder that cannot be written is found before the work that
+would fill it."""
 
 from __future__ import annotations
 
 import errno
+import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +22,7 @@ from timestep_embed import files
 from timestep_embed.cli import main
 from timestep_embed.ddpm import ConfigError, RunConfig, UNet, run_training, sample_run
 from timestep_embed.ddpm import trained as trained_module
-from timestep_embed.ddpm.checkpoint import load_checkpoint
+from timestep_embed.ddpm.checkpoint import load_checkpoint, read_metadata
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -98,6 +105,28 @@ def test_a_diverging_run_stops_with_one_line_and_keeps_its_last_finite_checkpoin
     assert 1 <= meta["step"] < diverged
     assert all(torch.isfinite(v).all() for k, v in tensors.items() if k.startswith(("model.", "ema.")))
     assert not (run / "samples.npy").exists() and not (run / "metrics.json").exists()  # no noise sampled or scored
+
+
+# ---- 10: Ctrl-C to a run in two processes
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed not built")
+def test_ctrl_c_to_a_two_process_run_saves_it_and_the_launcher_says_one_line(tmp_path):
+    run = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache")}
+    overrides = fast("train.steps=100000", "train.batch_size=8", "train.snapshot_every=0")
+    cmd = [sys.executable, "-m", "timestep_embed", "train", "--nproc-per-node", "2", "--config", SMOKE, "--out-dir",
+           str(run), "--quiet", *overrides]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    log, deadline = run / "log.jsonl", time.time() + 120
+    while proc.poll() is None and time.time() < deadline and not (log.is_file() and log.read_text().count("\n") >= 2):
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the launcher and its processes alike
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and "SignalException" not in err and "death signal" not in err, err[-3000:]
+    assert err.count("timestep-embed train: interrupted") == 1 and "continue with --resume" in err
+    logged = [json.loads(line)["step"] for line in log.read_text().splitlines()]
+    assert read_metadata(run / "checkpoint.safetensors")["step"] >= logged[-1] >= 5  # rank 0 saved where it stopped
 
 
 # ---- 11: a folder that cannot be written
