@@ -11,6 +11,8 @@ A run folder holds ``config.yaml``, ``checkpoint.safetensors`` ([`checkpoint`][t
 * What may be done: [`check_run_folder`][timestep_embed.ddpm.runfolder.check_run_folder] refuses, before anything is
   written, a folder that holds a run (or files no run wrote) unless ``resume`` or ``overwrite`` says so, and a resume
   that would train another model than the checkpoint's. `RESUMABLE` lists what a resume may change.
+* A failed start: [`starting`][timestep_embed.ddpm.runfolder.starting] holds the folder and, until the run's first
+  training step, puts it back as it was when the start fails (an ``--overwrite``'s previous run waits in `ASIDE`).
 * What is made again: [`kept_results`][timestep_embed.ddpm.runfolder.kept_results] says which of a finished run's
   results still match its config, [`drop_log_lines_after`][timestep_embed.ddpm.runfolder.drop_log_lines_after]
   trims the log to the checkpoint before a resume, and [`run_config_for`][timestep_embed.ddpm.runfolder.run_config_for]
