@@ -174,7 +174,10 @@ class Start:
         for path in out.iterdir():
             if path.name in (ASIDE, LOCK) or (path.name in self.before and path.name not in self.moved):
                 continue
-            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
         for name in self.moved:
             (out / ASIDE / name).rename(out / name)
         shutil.rmtree(out / ASIDE, ignore_errors=True)
