@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Collection
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -21,7 +23,13 @@ __all__ = [
     "check_float_dtype",
     "check_device",
     "check_tensor",
+    "check_dense",
+    "check_path",
     "real_array",
+    "format_bytes",
+    "memory_size",
+    "check_size",
+    "check_memory",
 ]
 
 
@@ -110,6 +118,20 @@ def check_tensor(
     return x
 
 
+def check_dense(t: torch.Tensor, name: str) -> torch.Tensor:
+    """``t`` when it is a dense (strided) tensor; sparse and other layouts are refused by name."""
+    if t.layout != torch.strided:
+        raise TypeError(f"{name} must be a dense tensor, got layout {t.layout}: call .to_dense() first")
+    return t
+
+
+def check_path(value, name: str) -> str | os.PathLike:
+    """``value`` when it is a path (``str`` or ``os.PathLike``), else a TypeError naming ``name``."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (str or os.PathLike), got {_show(value)}")
+    return value
+
+
 def real_array(values, name: str) -> np.ndarray:
     """``values`` (tensor, array, number or nested list of numbers) as a numpy array of integers or floats.
 
@@ -117,6 +139,7 @@ def real_array(values, name: str) -> np.ndarray:
     0/1, drop the imaginary part, or fail with its own words.
     """
     if isinstance(values, torch.Tensor):
+        check_dense(values, name)
         if values.dtype == torch.bool or values.dtype.is_complex:
             raise TypeError(f"{name} must hold int or float numbers, got a tensor of dtype {values.dtype}")
         if values.is_meta:
@@ -135,4 +158,53 @@ def real_array(values, name: str) -> np.ndarray:
             f"{name} must be int or float numbers, got {values!r} (numpy dtype {array.dtype}); "
             "bool, complex, strings and other objects are not accepted"
         )
+    if array.itemsize > 8:  # numpy's longdouble: no torch dtype holds it
+        raise TypeError(f"{name} has numpy dtype {array.dtype}, which torch cannot hold: convert it to float64 first")
     return array
+
+
+# ---------------------------------------------------------------------------- sizes
+def format_bytes(n: float) -> str:
+    """``n`` bytes as a reader says it, in powers of 1000: ``80 MB``, ``128 GB``, ``3.2 TB``."""
+    units = ("bytes", "kB", "MB", "GB", "TB", "PB", "EB")
+    i = 0
+    while n >= 1000 and i < len(units) - 1:
+        n, i = n / 1000, i + 1
+    return f"{n:.3g} {units[i]}"
+
+
+@lru_cache(maxsize=16)
+def memory_size(device: torch.device | None = None) -> int | None:
+    """Bytes of memory on ``device``: the host's physical memory for the CPU (and Apple's MPS, which shares it), the
+    GPU's own for CUDA; None where it is not known. Read from the system, never from a tensor."""
+    kind = "cpu" if device is None else device.type
+    if kind == "cuda":
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    if kind not in ("cpu", "mps"):
+        return None
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX
+        return None
+
+
+def check_size(name: str, count: int, limit: int, unit: str, item_bytes: int, limit_is: str, hint: str = "") -> None:
+    """ValueError when ``count`` ``unit`` of ``item_bytes`` bytes each are more than ``limit``: the message names
+    ``name``, the count, the memory it would take and what sets the limit (``limit_is``), before anything is
+    allocated; ``hint`` ends it."""
+    if count > limit:
+        raise ValueError(
+            f"{name}: {count:,} {unit} ({format_bytes(count * item_bytes)}) is more than {limit_is} "
+            f"({limit:,}, {format_bytes(limit * item_bytes)}){hint}"
+        )
+
+
+def check_memory(name: str, count: int, unit: str, item_bytes: int, device: torch.device | None = None) -> None:
+    """`check_size` against the memory of ``device`` (`memory_size`): sizes from shapes and options only, so the
+    check reads no tensor and costs nothing below a gigabyte."""
+    if count * item_bytes <= 1 << 30:
+        return
+    memory = memory_size(device)
+    if memory is not None:
+        where = "this machine's memory" if device is None or device.type in ("cpu", "mps") else f"{device}'s memory"
+        check_size(name, count, memory // max(1, item_bytes), unit, item_bytes, f"{where} holds")

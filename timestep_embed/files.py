@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import math
 import os
+import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -22,6 +24,8 @@ from typing import Literal
 import numpy as np
 import torch
 
+from .checks import check_memory
+
 try:  # POSIX; Windows locks through msvcrt
     import fcntl
 except ImportError:  # pragma: no cover - Windows
@@ -31,6 +35,9 @@ except ImportError:  # pragma: no cover - Windows
 __all__ = [
     "package_version",
     "versions",
+    "make_folder",
+    "check_writable",
+    "remove_stale_temp_files",
     "atomic_write_bytes",
     "Busy",
     "hold",
@@ -38,6 +45,8 @@ __all__ = [
     "load_npy",
     "save_figure",
 ]
+
+log = logging.getLogger(__name__)
 
 
 def package_version() -> str:
@@ -64,6 +73,44 @@ def _write_all(f, data: bytes) -> None:
     f.write(data)
 
 
+def make_folder(folder: Path, name: str = "folder") -> Path:
+    """Create ``folder`` (and the folders above it) unless it exists; an OSError naming ``name`` and the cause when it
+    cannot be one (it or a folder above it is a file, a read-only file system, no permission)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        file = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), folder)
+        raise FileExistsError(f"{name} {str(folder)!r}: {file} is a file, not a folder") from None
+    except OSError as exc:
+        raise OSError(f"{name} {str(folder)!r} cannot be made ({exc.strerror or exc})") from None
+    return folder
+
+
+def check_writable(folder: Path, name: str = "folder") -> Path:
+    """`make_folder`, then check that a file can be created in ``folder`` (a probe, removed at once): a read-only
+    file system or a missing permission is an OSError naming ``name`` before the work whose results go there."""
+    make_folder(folder, name)
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-check.", suffix=".tmp")
+    except OSError as exc:
+        raise OSError(f"{name} {str(folder)!r} cannot be written ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(probe)
+    return folder
+
+
+def remove_stale_temp_files(folder: Path, names: tuple[str, ...] | None = None) -> None:
+    """Delete the ``.<name>.<random>.tmp`` files (and folders) an interrupted atomic write left in ``folder``: of the
+    file ``names``, or of any name."""
+    patterns = [f".{name}.*.tmp" for name in names] if names is not None else [".*.tmp"]
+    for path in (p for pattern in patterns for p in folder.glob(pattern)):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        log.info("removed %s, left by an interrupted write", path)
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, exclusive: bool = False) -> Path:
     """Write ``data`` to ``path`` atomically, mode ``0o666 & ~umask`` (as ``open()`` would).
 
@@ -71,7 +118,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, exclusive: bool 
     ready (the temp file is linked to its name, which fails atomically where ``os.replace`` would not),
     so of two writers racing for one name exactly one succeeds."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent, f"the folder of {path.name}")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -116,7 +163,7 @@ def _lock(fd: int) -> None:
 def hold(lock: Path, what: str) -> Iterator[None]:
     """Hold an exclusive lock on the file ``lock`` for the ``with`` block, or raise [`Busy`][timestep_embed.ddpm.Busy]
     naming ``what`` and the process that holds it. The lock file is left in place."""
-    lock.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(lock.parent, "folder")
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)  # the umask applies
     try:
         try:
@@ -162,7 +209,11 @@ def load_npy(path: str | os.PathLike, mmap_mode: Literal["r", "c"] | None = None
 
 
 def save_figure(fig, path: str | os.PathLike, dpi: int | None = None) -> Path:
-    """A matplotlib Figure as PNG at ``path``, atomically."""
+    """A matplotlib Figure as PNG at ``path``, atomically; a ``dpi`` whose RGBA canvas could not fit in memory is
+    refused before it is drawn."""
+    width, height = fig.get_size_inches()
+    pixels = round(width * (dpi or fig.dpi)) * round(height * (dpi or fig.dpi))
+    check_memory(f"dpi={dpi or fig.dpi:g}", pixels, f"RGBA pixels of the {width:g}x{height:g}-inch figure", 4)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi)
     return atomic_write_bytes(path, buffer.getvalue())

@@ -19,7 +19,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from .checks import check_device, check_float_dtype, check_int, real_array
+from .checks import check_dense, check_device, check_float_dtype, check_int, real_array
 from .conventions import Convention
 
 # fmt: off
@@ -164,11 +164,11 @@ def cacheable(t: torch.Tensor) -> bool:
 
 # ------------------------------------------------------------------------------ the values
 def as_tensor(timesteps: TimestepsLike, device=None, name: str = "timesteps") -> torch.Tensor:
-    """A real tensor of ``timesteps`` on ``device``; Python and numpy values become int64/float64.
-    TypeError naming ``name`` for bool, complex, strings and other objects."""
+    """A real dense tensor of ``timesteps`` on ``device``; Python and numpy values become int64/float64.
+    TypeError naming ``name`` for bool, complex, strings, sparse tensors and other objects."""
     device = check_device(device)
     if isinstance(timesteps, torch.Tensor):
-        t = timesteps if device is None else timesteps.to(device)
+        t = check_dense(timesteps, name) if device is None else check_dense(timesteps, name).to(device)
     else:
         array = real_array(timesteps, name)
         if array.dtype.kind == "u":  # torch lacks most uint32/uint64 ops; uint64 >= 2**63 must not wrap

@@ -45,7 +45,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from .checks import check_bool, check_device, check_int, real_array
+from .checks import check_bool, check_device, check_int, check_memory, real_array
 from .conventions import Convention, convention_from_diffusers, resolve_convention
 from .guards import (
     LowPrecisionTimestepWarning,
@@ -156,6 +156,10 @@ def _distinct(flat: torch.Tensor, low: float, high: float) -> tuple[torch.Tensor
     n = flat.shape[0]
     if n < _DISTINCT_MIN_ROWS:
         return None
+    if not (flat.is_floating_point() or flat.dtype.is_signed):  # torch sorts no unsigned dtype but uint8
+        if high >= 2**63:
+            return None
+        flat = flat.long()  # the same integers: the values embed to the same bits
     if flat.is_floating_point():
         if len(set(flat[:256].tolist())) > 64:  # the first rows are mostly distinct: skip the sort
             return None
@@ -181,8 +185,10 @@ def distinct_values(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None
     flat = t.reshape(-1)
     if flat.shape[0] < _DISTINCT_MIN_ROWS:
         return None
-    low, high = (0.0, 0.0) if flat.is_floating_point() else (v.item() for v in torch.aminmax(flat))
-    return _distinct(flat, low, high)
+    if flat.is_floating_point():
+        return _distinct(flat, 0.0, 0.0)
+    low, high = torch.aminmax(flat if flat.dtype.is_signed else flat.double())  # aminmax: no unsigned kernels
+    return _distinct(flat, low.item(), high.item())
 
 
 def _embed(
@@ -260,7 +266,8 @@ def sinusoidal_embedding(
     if not eager:  # no lru_cache under dynamo (torch 2.2's cannot trace one)
         check_options(dim, conv, dtype, precise)
     else:
-        bound = options_bound(dim, conv, dtype, precise)
+        bound, width = options_bound(dim, conv, dtype, precise), dim if pad_odd else 2 * (dim // 2)
+        check_memory("timesteps", t.numel(), f"rows of {width} {str(dtype)[6:]}", width * dtype.itemsize, t.device)
         if reads_values(t):  # an empty batch has no range but is eager all the same: (0, 0)
             value_range = check_timesteps(t, conv, precise, max_frequency=bound, scale_in_input_dtype=in_input_dtype)
             value_range = value_range or (0.0, 0.0)
@@ -281,6 +288,8 @@ def sinusoidal_embedding_np(
     """
     conv = resolve_convention(convention, **options)
     t = real_array(timesteps, "timesteps").astype(np.float64)
+    bound = check_options(dim, conv, torch.float64, precise=True)
+    check_timesteps(torch.from_numpy(t), conv, precise=True, max_frequency=bound)  # the torch path's guards
     args = conv.scale * (t[..., None] * frequencies_np(dim, conv.freq_shift, conv.max_period))
     first, second = (np.sin(args), np.cos(args)) if conv.first == "sin" else (np.cos(args), np.sin(args))
     first, second = conv.gain * first, conv.gain * second

@@ -9,6 +9,7 @@ no pickle anywhere.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import struct
@@ -16,7 +17,8 @@ from pathlib import Path
 
 import torch
 
-from .files import atomic_write_bytes, versions
+from .checks import check_path
+from .files import atomic_write_bytes, make_folder, remove_stale_temp_files, versions
 
 __all__ = [
     "PRETRAINED_CONFIG",
@@ -35,6 +37,7 @@ __all__ = [
 ]
 
 PRETRAINED_CONFIG, PRETRAINED_WEIGHTS = "config.json", "model.safetensors"
+WEIGHTS_SHA256 = "_weights_sha256"  # the key of config.json that pairs it with its model.safetensors
 DIFFUSERS_WEIGHTS = "diffusion_pytorch_model.safetensors"
 MAX_JSON_BYTES, MAX_JSON_DEPTH = 1 << 20, 32  # a config is small and flat; bigger or deeper is not one
 
@@ -76,6 +79,11 @@ def _parse_header(path: Path, head: bytes, size: int) -> dict:
         raise CheckpointError(f"{path}: corrupt safetensors header ({why})") from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: corrupt safetensors header (not a JSON object)")
+    meta = header.get("__metadata__")
+    if meta is not None and not (isinstance(meta, dict) and all(isinstance(v, str) for v in meta.values())):
+        raise CheckpointError(
+            f"{path}: corrupt safetensors header (__metadata__ must map names to strings, got {meta!r:.80})"
+        )
     try:
         end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
     except (KeyError, TypeError, IndexError, ValueError) as exc:
@@ -88,7 +96,7 @@ def _parse_header(path: Path, head: bytes, size: int) -> dict:
 
 def read_safetensors_header(path: str | os.PathLike) -> dict:
     """The checked JSON header of a safetensors file (its ``__metadata__`` included), reading only the header."""
-    path = Path(path)
+    path = Path(check_path(path, "path"))
     if not path.is_file():
         raise CheckpointError(f"weights file not found: {path}")
     with open(path, "rb") as f:
@@ -102,7 +110,7 @@ def load_safetensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], 
     """``(tensors, metadata)`` of a safetensors file, on the CPU, after the checks of
     [`read_safetensors_header`][timestep_embed.weights.read_safetensors_header]. The one reader of every weights file
     the package loads."""
-    path = Path(path)
+    path = Path(check_path(path, "path"))
     if not path.is_file():
         raise CheckpointError(f"weights file not found: {path}")
     data = path.read_bytes()
@@ -118,21 +126,24 @@ def load_safetensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], 
 def save_pretrained(folder: str | os.PathLike, kind: str, config: dict, state_dict: dict) -> Path:
     """Write a pretrained folder, each file atomically: ``config.json``, the constructor's arguments as a
     flat JSON object (what ``huggingface_hub.PyTorchModelHubMixin`` and diffusers read) with
-    ``_class_name`` (``kind``) and ``_timestep_embed`` (the versions that wrote it), and
-    ``model.safetensors`` (the tensors, on the CPU, ``{"format": "pt"}`` in its metadata). Returns the folder."""
+    ``_class_name`` (``kind``), ``_timestep_embed`` (the versions that wrote it) and ``_weights_sha256``, then
+    ``model.safetensors`` (the tensors, on the CPU, ``{"format": "pt"}`` in its metadata). `load_pretrained` checks
+    the weights against that sha256, so a save killed between its two files (the new config beside the old weights)
+    is refused, not loaded; what an interrupted save left (``.model.safetensors.*.tmp``) is removed. Returns the
+    folder."""
     if not isinstance(kind, str) or not kind:
         raise ValueError(f"kind must be a class name, got {kind!r}")
-    reserved = sorted(k for k in config if k in ("_class_name", "_timestep_embed"))
+    reserved = sorted(k for k in config if k in ("_class_name", "_timestep_embed", WEIGHTS_SHA256))
     if reserved:
         raise ValueError(f"config: {reserved} are written by save_pretrained itself")
-    if not isinstance(folder, (str, os.PathLike)):
-        raise TypeError(f"folder must be a path (str or os.PathLike), got {type(folder).__name__}")
-    folder = Path(folder)
+    folder = make_folder(Path(check_path(folder, "folder")), "folder")
+    remove_stale_temp_files(folder, (PRETRAINED_WEIGHTS, PRETRAINED_CONFIG))
     tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state_dict.items()}
     weights = safetensors_torch().save(tensors, metadata={"format": "pt"})
-    atomic_write_bytes(folder / PRETRAINED_WEIGHTS, weights)
     document = {**config, "_class_name": kind, "_timestep_embed": versions()}
+    document[WEIGHTS_SHA256] = hashlib.sha256(weights).hexdigest()
     atomic_write_bytes(folder / PRETRAINED_CONFIG, (json.dumps(document, indent=2) + "\n").encode())
+    atomic_write_bytes(folder / PRETRAINED_WEIGHTS, weights)
     return folder
 
 
@@ -221,12 +232,17 @@ def read_json(path: Path, limit: int = MAX_JSON_BYTES, depth: int = MAX_JSON_DEP
     return data
 
 
-def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
-    """Every tensor of a pretrained folder: ``model.safetensors``, diffusers' ``diffusion_pytorch_model
-    .safetensors``, or the shards an ``*.safetensors.index.json`` lists."""
+def _read_weights(folder: Path, sha256: str | None = None) -> dict[str, torch.Tensor]:
+    """Every tensor of a pretrained folder: ``model.safetensors`` (refused unless its sha256 is ``sha256``, when
+    given), diffusers' ``diffusion_pytorch_model.safetensors``, or the shards an ``*.safetensors.index.json`` lists."""
     for name in (PRETRAINED_WEIGHTS, DIFFUSERS_WEIGHTS):
         if (folder / name).is_file():
-            return _load_safetensors(folder / name)
+            if sha256 is not None and hashlib.sha256((folder / name).read_bytes()).hexdigest() != sha256:
+                raise CheckpointError(
+                    f"{folder}: {name} is not the file {PRETRAINED_CONFIG} was saved with (a save interrupted between "
+                    "its two files?): save the folder again"
+                )
+            return load_safetensors(folder / name)[0]
     for name in (PRETRAINED_WEIGHTS, DIFFUSERS_WEIGHTS):
         index = folder / f"{name}.index.json"
         if index.is_file():
@@ -237,13 +253,9 @@ def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
             for shard in sorted(set(shards.values())):
                 if not isinstance(shard, str) or Path(shard).name != shard:
                     raise ValueError(f"{index}: the shard {shard!r} is not a file name in this folder")
-                tensors.update(_load_safetensors(folder / shard))
+                tensors.update(load_safetensors(folder / shard)[0])  # each header checked first
             return tensors
     raise FileNotFoundError(f"{folder}: no {PRETRAINED_WEIGHTS} or {DIFFUSERS_WEIGHTS} (nor a sharded index)")
-
-
-def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    return load_safetensors(path)[0]  # the header checked first (size, offsets), CheckpointError if not
 
 
 def load_pretrained(
@@ -269,7 +281,7 @@ def load_pretrained(
     if kind is not None and found != kind:
         what = f"a diffusers {found}" if "_diffusers_version" in config else f"a {found}"
         raise ValueError(f"{path} holds {what}, not a {kind}")
-    return config, _read_weights(path)
+    return config, _read_weights(path, config.get(WEIGHTS_SHA256))
 
 
 def push_folder_to_hub(folder: str | os.PathLike, repo_id: str, *, private: bool | None = None, token=None) -> str:

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ..checks import check_real, real_array
+from ..checks import check_size as check_count
 
 __all__ = ["MAX_ROWS", "MAX_TIMESTEPS", "MAX_DIM", "check_size", "timestep_range", "read_dump"]
 
@@ -24,11 +25,9 @@ MAX_DIM = 1 << 16  # the grid search holds [1024, dim / 2] float64 phases per ca
 def check_size(rows: int | None = None, dim: int | None = None) -> None:
     """ValueError when a timestep range holds more than `MAX_TIMESTEPS` values or a dump is
     wider than `MAX_DIM` columns."""
-    if rows is not None and rows > MAX_TIMESTEPS:
-        raise ValueError(
-            f"timesteps: {rows:,} values is more than the detector takes ({MAX_TIMESTEPS:,}); it reads "
-            f"{MAX_ROWS} rows spread over the data, so a coarser step finds the same convention"
-        )
+    if rows is not None:
+        hint = f"; it reads {MAX_ROWS} rows spread over the data, so a coarser step finds the same convention"
+        check_count("timesteps", rows, MAX_TIMESTEPS, "values", 8, "the detector takes", hint)
     if dim is not None and dim > MAX_DIM:
         raise ValueError(f"embeddings: {dim:,} columns is wider than the detector takes ({MAX_DIM:,})")
 

@@ -14,7 +14,7 @@ import torch
 
 from ..checks import check_int
 from ..conventions import Convention, resolve_convention
-from ..files import save_figure
+from ..files import check_writable, save_figure
 from ..nn.time_input import time_input
 from ..sinusoidal import frequencies_np, sinusoidal_embedding_np
 from . import properties
@@ -210,8 +210,7 @@ def make_figures(
     names = [n for n in names if n != "time_mlp"]
     conv = resolve_convention(convention)
     properties.wavelengths(dim, conv)  # validates dim for this convention before drawing anything
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_writable(Path(out_dir), "out_dir")  # before drawing
     paths = []
     for name in names:
         draw, size = FIGURES[name]

@@ -29,6 +29,7 @@ from ..ddpm import (
     ConfigError,
     DataError,
     RunConfig,
+    TrainingDiverged,
     distill_run,
     evaluate_samples,
     export_run,
@@ -38,15 +39,16 @@ from ..ddpm import (
     sample_run,
     score,
 )
+from ..ddpm.runtime import launch
 from ..ddpm.schema import dump_yaml
 from ..ddpm.trained import run_config
-from ..files import atomic_write_bytes, load_npy
+from ..files import atomic_write_bytes, check_writable, load_npy
 from ..interop.compare import run_comparison, summary, to_markdown, write_report
 from ..interop.inspect import inspect_checkpoint
 from .parser import build_parser
 
 log = logging.getLogger("timestep_embed")
-USER_ERRORS = (ConfigError, CheckpointError, DataError, ValueError, TypeError, OSError, ImportError)
+USER_ERRORS = (ConfigError, CheckpointError, DataError, TrainingDiverged, ValueError, TypeError, OSError, ImportError)
 
 
 # ---------------------------------------------------------------------------------- commands
@@ -60,6 +62,9 @@ def _train(args) -> int:
     if args.print_config:
         print(dump_yaml(RunConfig.load(args.config, overrides).to_dict()), end="")
         return 0
+    if args.nproc_per_node > 1 and "RANK" not in os.environ:  # the launcher: these arguments, in N processes
+        RunConfig.load(args.config, overrides)  # a config error is one line from here, not one from each process
+        return launch(args.nproc_per_node, args.argv)
     metrics = run_training(
         args.config, args.out_dir, overrides=overrides, resume=args.resume, overwrite=args.overwrite,
         progress=not args.quiet,
@@ -68,6 +73,8 @@ def _train(args) -> int:
 
 
 def _distill(args) -> int:
+    if args.nproc_per_node > 1 and "RANK" not in os.environ:
+        return launch(args.nproc_per_node, args.argv)
     metrics = distill_run(
         args.run, args.out_dir, _overrides(args), resume=args.resume, overwrite=args.overwrite, progress=not args.quiet
     )
@@ -107,6 +114,8 @@ def _load_npy(path: str, what: str, mmap_mode=None) -> np.ndarray:
 
 
 def _evaluate(args) -> int:
+    if args.out:
+        check_writable(Path(args.out).parent, "--out's folder")  # before the scoring, not after it
     if Path(args.samples).is_dir():  # a run folder: its samples, scored by the run's own evaluator
         cfg = run_config(args.samples)
         metrics = score(cfg, _load_npy(str(Path(args.samples) / "samples.npy"), "samples"), not args.no_references)
@@ -221,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    args.argv = argv  # what the launcher of --nproc-per-node runs again in each process
     handler = logging.StreamHandler(sys.stderr)  # the package's messages, one a line, on stderr
     handler.setFormatter(logging.Formatter("%(message)s"))
     log.addHandler(handler)
@@ -228,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     log.setLevel(logging.DEBUG if verbose else logging.WARNING if args.quiet else logging.INFO)
     if int(os.environ.get("RANK", "0")) > 0:  # under torchrun, rank 0 speaks for all
         log.setLevel(logging.ERROR)
-    previous = _stop_on_sigterm()
+    previous = _stop_once()
     try:
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:
@@ -242,20 +252,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         log.removeHandler(handler)
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler_before in (previous or {}).items():
+            signal.signal(signum, handler_before)
 
 
-def _stop_on_sigterm():
-    """SIGTERM (torchrun stopping its workers, a scheduler's kill) acts as Ctrl-C: training saves its
-    checkpoint and stops. Returns the previous handler (None off the main thread)."""
+def _stop_once() -> dict | None:
+    """Ctrl-C (SIGINT) and SIGTERM (torchrun stopping its workers, a scheduler's kill) stop the command once:
+    training saves its checkpoint and stops. A second signal while it stops (a launcher passing on the Ctrl-C its
+    processes got too, a second key press) is ignored, so the save completes. Returns the previous handlers (None
+    off the main thread)."""
     if threading.current_thread() is not threading.main_thread():
         return None
+    stopping: list[int] = []
 
     def interrupt(signum, frame):
-        raise KeyboardInterrupt
+        if not stopping:
+            stopping.append(signum)
+            raise KeyboardInterrupt
 
-    return signal.signal(signal.SIGTERM, interrupt)
+    return {signum: signal.signal(signum, interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
 
 
 if __name__ == "__main__":

@@ -40,6 +40,23 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescription
         return action.help if action.default in (None, False) else super()._get_help_string(action)
 
 
+def _count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of processes >= 1, got {text!r}")
+    return int(text)
+
+
+def _processes(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--nproc-per-node",
+        type=_count,
+        default=1,
+        metavar="N",
+        help="train in N processes on this machine (DistributedDataParallel, under torchrun's launcher; Ctrl-C "
+        "saves and stops them all)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand; each has its help, defaults and an example."""
     parser = argparse.ArgumentParser(
@@ -83,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue the run in --out-dir from its checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out-dir")
     p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
+    _processes(p)
 
     p = command(
         "distill",
@@ -97,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default=None, choices=DEVICES, help="where to train (train.device)")
     p.add_argument("--resume", action="store_true", help="continue the distillation in --out-dir")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out-dir")
+    _processes(p)
 
     p = command("sample", "draw samples from a trained run into PREFIX.npy and a captioned PREFIX.png")
     p.add_argument("run", metavar="RUN", help="a run folder or its checkpoint.safetensors")
@@ -105,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--out",
         default=None,
         metavar="PREFIX",
-        help="output prefix (default: RUN/samples-<sampler>-<steps>-seed<seed>)",
+        help="output prefix, or a folder (one that exists, or a name ending in /) for the default names "
+        "(default: RUN/samples-<sampler>-<steps>-seed<seed>)",
     )
     p.add_argument("--raw", action="store_true", help="use the raw weights instead of the EMA")
     p.add_argument("--device", default=None, choices=DEVICES, help="where to sample (default: auto)")

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from ..progress import progress as progress_bar
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .data import load_mnist
-from .schema import check_section
+from .schema import SEEDS, check_section
 
 __all__ = [
     "ClassifierConfig",
@@ -67,6 +67,7 @@ class ClassifierConfig:
     RANGES: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("width", "epochs", "batch_size", "lr", "feature_dim", "max_train"), "> 0"),
         **dict.fromkeys(("weight_decay", "negatives"), ">= 0"),
+        "seed": SEEDS,
     }
     width: int = 32  # channels of the first conv; then 2x and 4x
     epochs: int = 8

@@ -26,7 +26,17 @@ from .classifier import ClassifierConfig
 from .consistency import ConsistencyConfig
 from .diffusion import KARRAS_SAMPLERS, Prediction, Sampler, ScheduleName, Spacing
 from .runtime import Device
-from .schema import ConfigError, apply_overrides, check_section, from_dict, read_yaml, save_yaml, to_dict, type_name
+from .schema import (
+    SEEDS,
+    ConfigError,
+    apply_overrides,
+    check_section,
+    from_dict,
+    read_yaml,
+    save_yaml,
+    to_dict,
+    type_name,
+)
 from .unet import UNetConfig
 
 __all__ = [
@@ -66,7 +76,7 @@ class DiffusionConfig:
     KEY: ClassVar[str] = "diffusion"
     RANGES: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("num_timesteps", "min_snr_gamma", "lognormal_std"), "> 0"),
-        "beta_start": "(0, 1)",
+        **dict.fromkeys(("beta_start", "beta_end"), "(0, 1)"),
     }
     schedule: ScheduleName = "cosine"  # Nichol & Dhariwal 2021 / Ho et al. 2020
     num_timesteps: int = 1000  # T
@@ -110,6 +120,7 @@ class TrainConfig:
         "min_lr_ratio": "[0, 1]",
         "ema_decay": "[0, 1)",
         "adam_beta2": "(0, 1)",
+        "seed": SEEDS,
     }
     minutes: float | None = 11.0  # training budget on the wall clock; sampling and scoring come after it
     steps: int | None = None  # a step budget instead (exact and repeatable); set minutes: null
@@ -154,6 +165,7 @@ class SampleConfig:
     RANGES: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("steps", "num_samples", "batch_size", "sigma_max", "last_sigma", "noise_scale"), "> 0"),
         "eta": ">= 0",
+        "seed": SEEDS,
     }
     sampler: Sampler = "ddpm"  # ancestral (Ho et al. Alg. 2), DDIM, DPM-Solver++(2M), Heun, consistency; flow: euler
     steps: int = 50  # respaced to this many of the T steps (consistency: this many noise levels)
@@ -269,7 +281,9 @@ def stored_config(data: Mapping | str | Path, overrides: Sequence[str] = ()) -> 
     are dropped here, so those runs sample and resume as before: ``train.job_minutes`` (a cap on the
     whole job; the budget is ``train.minutes`` alone now) and ``train.threads: auto`` (a timed choice,
     now torch's own default, null); ``train.grid_every`` is read as its new name ``train.snapshot_every``."""
-    stored: dict = read_yaml(data) if isinstance(data, (str, Path)) else json.loads(json.dumps(data))  # a copy
+    stored = read_yaml(data) if isinstance(data, (str, Path)) else json.loads(json.dumps(data))  # a copy
+    if not isinstance(stored, dict):
+        raise ConfigError(f"the stored config is a {type(stored).__name__}, not a mapping of sections")
     train = stored.get("train")
     if isinstance(train, dict):
         train.pop("job_minutes", None)

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..checks import real_array
 from .classifier import ClassifierConfig, classify, load_classifier
 from .data import crop_to_28, load_mnist
 
@@ -101,17 +102,19 @@ def _scores(prefix: str, logits: torch.Tensor, feats: torch.Tensor, ref_feats: t
 
 
 def prepare_samples(samples: torch.Tensor | np.ndarray) -> torch.Tensor:
-    """[N, 1, 28|32, 28|32] or [N, 28|32, 28|32] in [-1, 1] -> float32 [N, 1, 28, 28] (center crop)."""
-    x = torch.as_tensor(np.asarray(samples) if not isinstance(samples, torch.Tensor) else samples).float().cpu()
+    """[N, 1, 28|32, 28|32] or [N, 28|32, 28|32] real numbers in [-1, 1] -> float32 [N, 1, 28, 28] (center crop)."""
+    x = torch.as_tensor(real_array(samples, "samples")).float()
     if x.ndim == 3:
         x = x[:, None]
     if x.ndim != 4 or x.shape[1] != 1 or x.shape[-1] not in (28, 32) or x.shape[-2] != x.shape[-1]:
         raise ValueError(f"samples of shape {tuple(x.shape)}: expected [N, 1, 28, 28] or [N, 1, 32, 32]")
     if len(x) < 2 or not torch.isfinite(x).all():
         raise ValueError(f"samples: need at least 2 finite images, got {len(x)} (or NaN/inf values)")
-    if x.min() < -1.5 or x.max() > 1.5:
-        raise ValueError(f"samples range [{x.min():.3g}, {x.max():.3g}]: expected [-1, 1] (pixel / 127.5 - 1)")
-    return crop_to_28(x).clamp(-1, 1)
+    if x.min() < -1 or x.max() > 1:  # what a sampler gives is clipped to [-1, 1]: other values are another scale
+        raise ValueError(
+            f"samples range [{x.min():.3g}, {x.max():.3g}]: expected [-1, 1] (pixel / 127.5 - 1); clip them first"
+        )
+    return crop_to_28(x)
 
 
 def evaluate_samples(

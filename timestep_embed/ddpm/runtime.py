@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
@@ -19,7 +20,25 @@ from typing import Literal, get_args
 import torch
 import torch.distributed as dist
 
-__all__ = ["Device", "DEVICES", "Runtime", "resolve_device", "resolve_bf16", "setup", "cleanup", "broadcast_float"]
+try:  # torchrun's launcher, for `launch` (a torch built without torch.distributed has none)
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args
+    from torch.distributed.run import run as elastic_run
+except ImportError:  # pragma: no cover - torch without distributed
+    elastic_run = None  # type: ignore[assignment]
+
+__all__ = [
+    "Device",
+    "DEVICES",
+    "Runtime",
+    "resolve_device",
+    "resolve_bf16",
+    "setup",
+    "cleanup",
+    "broadcast_float",
+    "launch",
+]
 
 log = logging.getLogger(__name__)
 Device = Literal["auto", "cpu", "cuda", "mps"]
@@ -136,3 +155,24 @@ def broadcast_float(value: float, rt: Runtime) -> float:
     t = torch.tensor([value], dtype=torch.float64, device=rt.device)
     dist.broadcast(t, 0)
     return float(t.item())
+
+
+def launch(nproc: int, argv: Sequence[str]) -> int:
+    """``python -m timestep_embed ARGV`` in ``nproc`` processes on this machine, under torch's elastic launcher as
+    ``torchrun --standalone --nproc_per_node N`` runs it (each process joins the group in `setup`). Returns the
+    exit code of a process that failed (each has said why, in one line), else 0. Ctrl-C or SIGTERM reaches every
+    process, and each stops as one process would (rank 0 saves the checkpoint); here it raises KeyboardInterrupt
+    instead of the launcher's SignalException, and the launcher's own log lines are kept quiet."""
+    if elastic_run is None:
+        raise ImportError("--nproc-per-node needs torch.distributed, which this torch build lacks")
+    for name in [n for n in logging.root.manager.loggerDict if n.startswith("torch.distributed.elastic")]:
+        logging.getLogger(name).setLevel(logging.CRITICAL)  # each has its own level: the parent's is not enough
+    options = ["--standalone", f"--nproc_per_node={nproc}", "--monitor_interval=0.1", "--module", "timestep_embed"]
+    try:
+        elastic_run(parse_args([*options, *argv]))
+    except SignalException:
+        raise KeyboardInterrupt from None
+    except ChildFailedError as exc:
+        codes = [failure.exitcode for failure in exc.failures.values()]
+        return max(codes) if max(codes) > 0 else 1
+    return 0

@@ -29,6 +29,7 @@ from ..files import atomic_write_bytes
 __all__ = [
     "ConfigError",
     "MAX_CONFIG_BYTES",
+    "SEEDS",
     "short_repr",
     "yaml_load",
     "read_yaml",
@@ -44,6 +45,9 @@ __all__ = [
 
 T = TypeVar("T")
 MAX_CONFIG_BYTES = 1 << 20  # a config is a few kB; a megabyte is not a config
+# The range rule of every seed: [0, 2**32), numpy's. torch takes seeds below 2**64, and the training derives its
+# generator's seed as train.seed * 1000 + rank.
+SEEDS = "[0, 4294967296)"
 
 
 class ConfigError(ValueError):
@@ -109,6 +113,8 @@ def yaml_load(text: str) -> Any:
         return yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ConfigError(f"cannot parse the YAML: {str(exc).splitlines()[0] if str(exc) else exc}") from exc
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise ConfigError("cannot parse the YAML: it is nested too deeply for a config") from None
 
 
 def read_yaml(path: str | os.PathLike) -> dict:

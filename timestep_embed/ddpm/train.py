@@ -13,7 +13,6 @@ everything a run does. Python use:
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import logging
@@ -27,24 +26,16 @@ import torch
 from torch import nn
 from torch.optim.swa_utils import get_ema_multi_avg_fn
 
-from ..files import atomic_write_bytes, hold, save_npy, versions
+from ..files import atomic_write_bytes, save_npy, versions
 from ..progress import progress as progress_bar
 from .checkpoint import RUN_CHECKPOINT, load_training_state, save_training_state
 from .config import DEFAULT_CONFIG, RunConfig, TrainConfig
 from .consistency import ConsistencyConfig, consistency_loss
-from .data import load_mnist
+from .data import check_fits, load_mnist
 from .diffusion import schedule_from_config, training_loss
 from .evaluate import score
 from .plots import save_loss_curve, save_samples_png
-from .runfolder import (
-    LOCK,
-    check_run_folder,
-    clear_run,
-    drop_log_lines_after,
-    kept_results,
-    remove_stale_temp_files,
-    run_config_for,
-)
+from .runfolder import drop_log_lines_after, kept_results, run_config_for, starting
 from .runtime import Runtime, broadcast_float, cleanup, setup
 from .schema import ConfigError, to_dict
 from .trained import describe_sampling, generate, load_model
@@ -162,8 +153,8 @@ class TrainingLog:
         self.loss_sum, self.window = None, (time.perf_counter(), step)
         if not (math.isfinite(loss) and math.isfinite(norm)):
             raise TrainingDiverged(
-                f"train: the loss is {loss:.4g} (the mean of steps {first}-{step}) and the gradient norm {norm:.4g} "
-                f"at step {step}: the run diverged; lower train.lr (now {self.t.lr:g})"
+                f"the loss is {loss:.4g} (the mean of steps {first}-{step}) and the gradient norm {norm:.4g} "
+                f"at step {step}: the run diverged; lower train.lr (now {self.t.lr:g}) and start again (--overwrite)"
             )
         self.last_loss = loss
         return loss, norm
@@ -354,30 +345,27 @@ def run_training(
     if out_dir is not None and not str(out_dir).strip():
         raise ValueError("out_dir = '': expected a folder for the run (e.g. runs/x)")
     out, start = Path(out_dir if out_dir is not None else cfg.train.out_dir), time.time()
-    load_mnist(cfg.data.source, "train", cfg.data.pad_to_32)  # a missing/bad data source fails before any write
+    check_fits(load_mnist(cfg.data.source, "train", cfg.data.pad_to_32)[0], cfg.model)  # fails before any write
     rt = setup(cfg.train.device, cfg.train.bf16, cfg.train.threads)
     try:
         if cfg.train.batch_size % rt.world_size:
             raise ValueError(f"train.batch_size = {cfg.train.batch_size}: not divisible by {rt.world_size} processes")
-        with hold(out / LOCK, str(out)) if rt.is_main else contextlib.nullcontext():
-            if rt.is_main:
-                check_run_folder(out, cfg, resume=resume, overwrite=overwrite)  # before anything is written
-                remove_stale_temp_files(out)
-                if overwrite and not resume:
-                    clear_run(out)
-            torch.manual_seed(cfg.train.seed)  # model init: identical on every rank
-            model = UNet(cfg.model, time_embedder).to(rt.device)
-            if teacher is not None:
-                model.load_state_dict(teacher.state_dict())
-                teacher = teacher.to(rt.device).requires_grad_(False).eval()
-            n_params = sum(p.numel() for p in model.parameters())
+        torch.manual_seed(cfg.train.seed)  # model init: identical on every rank
+        model = UNet(cfg.model, time_embedder).to(rt.device)
+        if teacher is not None:
+            model.load_state_dict(teacher.state_dict())
+            teacher = teacher.to(rt.device).requires_grad_(False).eval()
+        n_params = sum(p.numel() for p in model.parameters())
+        # Until the first step is trained, a failure leaves the folder as it was (runfolder.starting).
+        with starting(out, cfg, resume=resume, overwrite=overwrite, main=rt.is_main) as begun:
             if rt.is_main:
                 log.info("UNet %.2fM parameters on %s x%d, bf16=%s -> %s", n_params / 1e6, rt.device, rt.world_size,
                          rt.bf16, out)  # fmt: skip
                 if not resume:
                     cfg.save(out / "config.yaml")
-            ema, stats = train_loop(cfg, rt, model, out, resume=resume, progress=progress, callback=callback,
-                                    teacher=teacher)  # fmt: skip
+            ema, stats = train_loop(cfg, rt, model, out, resume=resume, progress=progress,
+                                    callback=begun.watch(callback), teacher=teacher)  # fmt: skip
+            begun.trained()  # trained, or a checkpoint of where it stopped: the folder holds this run
             metrics = {**stats, "num_params": n_params, "device": str(rt.device), "world_size": rt.world_size}
             metrics.update(bf16=rt.bf16, out_dir=str(out), versions=versions())
             if rt.is_main and stats["finished"]:

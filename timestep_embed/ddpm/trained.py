@@ -10,13 +10,14 @@ Python use:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from ..files import save_npy
+from ..files import check_writable, save_npy
 from ..nn import build_to_fit
 from ..weights import PRETRAINED_CONFIG, load_pretrained
 from .checkpoint import RUN_CHECKPOINT, CheckpointError, load_checkpoint, read_metadata, strip_prefix
@@ -153,7 +154,8 @@ def sample_run(
     overrides into ``PREFIX.npy`` and a captioned ``PREFIX.png``; returns their paths.
 
     ``out``: the prefix; default ``<run>/samples-<sampler>-<steps>-seed<seed>`` (``-raw`` added for the
-    raw weights), never the run's own scored ``samples.*``. Existing files are refused unless ``overwrite``,
+    raw weights), never the run's own scored ``samples.*``; a folder (one that exists, or a name ending in ``/``)
+    gets the default names inside it. Existing files are refused unless ``overwrite``,
     also when another sampling writes the same name meanwhile (the write never replaces a file then).
     """
     bad = [o for o in overrides if not str(o).startswith("sample.")]
@@ -165,11 +167,15 @@ def sample_run(
     src, s = Path(run), cfg.sample
     folder = src if src.is_dir() else src.parent
     default = f"samples-{s.sampler}-{s.steps}-seed{s.seed}" + ("-raw" if raw else "")
-    prefix = Path(out) if out is not None else folder / default
+    if out is None or str(out).endswith(("/", os.sep)) or Path(out).is_dir():
+        prefix = (folder if out is None else Path(out)) / default
+    else:
+        prefix = Path(out)
     npy, png = prefix.parent / (prefix.name + ".npy"), prefix.parent / (prefix.name + ".png")
     existing = [p for p in (npy, png) if p.exists()]
     if existing and not overwrite:
         raise FileExistsError(f"{existing[0]} exists: pass --overwrite to replace it, or choose another --out")
+    check_writable(prefix.parent, "the samples' folder")  # before the sampling, not after it
     x = generate(model, cfg, rt, progress=progress)
     save_npy(npy, x.numpy(), exclusive=not overwrite)  # of two samplings racing for one name, one wins
     weights = "raw weights" if raw else "EMA weights"

@@ -177,6 +177,8 @@ def build_time_embedder(config: UNetConfig) -> nn.Module:
         return TimestepEmbedder(config.emb_dim, **options)
     except TypeError as exc:
         raise ValueError(f"model.time_embedding = {options!r}: not accepted by TimestepEmbedder ({exc})") from exc
+    except ValueError as exc:
+        raise ValueError(f"model.time_embedding = {options!r}: {exc}") from exc
 
 
 class UNet(nn.Module):

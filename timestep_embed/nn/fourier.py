@@ -103,10 +103,14 @@ class FourierEmbedding(nn.Module):
     def forward(self, x: TimestepsLike) -> torch.Tensor:
         """``x`` ``[...]`` (``[..., in_features]``) -> ``[..., out_dim]`` in the dtype of ``x * weight``.
 
-        ``x`` is a tensor on the weight's device, or numbers (put there); its values must be finite, and > 0
-        with ``log=True`` (checked eagerly where they are on the host, see ``guards.reads_values``).
+        ``x`` is a tensor on the weight's device, or numbers (put there, floats in the weight's dtype, as the
+        sinusoid gives float32 for them); its values must be finite, and > 0 with ``log=True`` (checked eagerly
+        where they are on the host, see ``guards.reads_values``).
         """
-        x = as_tensor(x, None if isinstance(x, torch.Tensor) else self.weight.device, "x")
+        numbers = not isinstance(x, torch.Tensor)
+        x = as_tensor(x, self.weight.device if numbers else None, "x")
+        if numbers and x.is_floating_point():
+            x = x.to(self.weight.dtype)
         if x.device != self.weight.device:
             raise ValueError(f"x is on {x.device} but the module's weight is on {self.weight.device}: move one of them")
         if x.numel() and reads_values(x):

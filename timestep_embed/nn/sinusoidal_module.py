@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..checks import check_bool, check_int
+from ..checks import check_bool, check_int, check_memory
 from ..conventions import Convention, resolve_convention
 from ..guards import TimestepsLike, cacheable, check_options, host_values
 from ..sinusoidal import sinusoidal_embedding
@@ -72,14 +72,15 @@ class SinusoidalEmbedding(nn.Module):
         )
         precise = check_bool(precise, "precise")
         check_options(dim, self.convention, precise=precise)
-        if num_timesteps is not None:
-            check_int(num_timesteps, "num_timesteps")
         self.dim, self.precise, self.num_timesteps = dim, precise, num_timesteps
         self.pad_odd, self.scale_in_input_dtype = (
             check_bool(pad_odd, "pad_odd"),
             check_bool(scale_in_input_dtype, "scale_in_input_dtype"),
         )
         self.out_dim = dim if self.pad_odd else 2 * (dim // 2)  # the width of the output
+        if num_timesteps is not None:  # the cache's float32 rows on the CPU, refused here when they cannot fit
+            check_int(num_timesteps, "num_timesteps")
+            check_memory("num_timesteps", num_timesteps, f"cached rows of {self.out_dim} float32", 4 * self.out_dim)
         self._rows: torch.Tensor | None = None  # [T, dim] on the CPU; not state, not a buffer
 
     def extra_repr(self) -> str:
