@@ -40,7 +40,7 @@ import torch
 from _common import add_config_args, fail, load_config, markdown_table, write_json
 
 from timestep_embed.ddpm import Runtime, UNet, adamw, load_mnist, run_training, score, update_ema
-from timestep_embed.ddpm.plots import save_samples_png
+from timestep_embed.ddpm.runlog import save_samples_png
 from timestep_embed.ddpm.train import lr_at
 from timestep_embed.progress import progress as progress_bar
 

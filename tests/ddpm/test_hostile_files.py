@@ -28,7 +28,7 @@ from timestep_embed.ddpm import (
 )
 from timestep_embed.ddpm.checkpoint import load_checkpoint, read_metadata
 from timestep_embed.ddpm.evaluate import prepare_samples
-from timestep_embed.ddpm.runfolder import drop_log_lines_after
+from timestep_embed.ddpm.runlog import drop_log_lines_after
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")

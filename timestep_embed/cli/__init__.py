@@ -39,9 +39,9 @@ from ..ddpm import (
     sample_run,
     score,
 )
+from ..ddpm.config import run_config
 from ..ddpm.runtime import launch
 from ..ddpm.schema import dump_yaml
-from ..ddpm.trained import run_config
 from ..files import atomic_write_bytes, check_writable, load_npy
 from ..interop.compare import run_comparison, summary, to_markdown, write_report
 from ..interop.inspect import inspect_checkpoint

@@ -19,17 +19,18 @@ from .config import (
     SampleConfig,
     TrainConfig,
     describe_keys,
+    run_config,
     shipped_configs,
 )
 from .consistency import ConsistencyConfig, consistency_function, consistency_loss
 from .data import DataError, load_mnist
 from .diffusion import Schedule, make_schedule, schedule_from_config, training_loss
 from .evaluate import evaluate_samples, format_report, frechet_distance, score
+from .runlog import TrainingDiverged
 from .runtime import Runtime
 from .schema import ConfigError
 from .train import (
     Callback,
-    TrainingDiverged,
     adamw,
     distill_config,
     distill_run,
@@ -37,7 +38,7 @@ from .train import (
     train_loop,
     update_ema,
 )
-from .trained import describe_sampling, export_run, generate, load_model, run_config, sample_run
+from .trained import describe_sampling, export_run, generate, load_model, sample_run
 from .unet import UNet, UNetConfig
 
 __all__ = [

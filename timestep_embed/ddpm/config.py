@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from ..weights import PRETRAINED_CONFIG, load_pretrained
+from .checkpoint import RUN_CHECKPOINT, CheckpointError, read_metadata
 from .classifier import ClassifierConfig
 from .consistency import ConsistencyConfig
 from .diffusion import KARRAS_SAMPLERS, Prediction, Sampler, ScheduleName, Spacing
@@ -52,6 +54,7 @@ __all__ = [
     "DEFAULT_CONFIG",
     "shipped_configs",
     "describe_keys",
+    "run_config",
     "stored_config",
 ]
 
@@ -291,6 +294,22 @@ def stored_config(data: Mapping | str | Path, overrides: Sequence[str] = ()) -> 
             train["snapshot_every"] = train.pop("grid_every")
         train["threads"] = None if train.get("threads") == "auto" else train.get("threads")
     return RunConfig.load(stored, overrides)
+
+
+def run_config(path) -> RunConfig:
+    """The config of a run folder (its checkpoint's), of a checkpoint file, or of an exported folder."""
+    path = Path(path)
+    file = path / RUN_CHECKPOINT if path.is_dir() else path
+    if path.is_dir() and not file.is_file() and (path / PRETRAINED_CONFIG).is_file():
+        stored = load_pretrained(path, "UNet")[0].get("run")
+    else:
+        stored = read_metadata(file).get("config")
+    if not stored:
+        raise CheckpointError(f"{path}: no run config in it (not written by timestep-embed train or export)")
+    try:
+        return stored_config(stored)
+    except ConfigError as exc:
+        raise CheckpointError(f"{path}: its stored config is invalid: {exc}") from exc
 
 
 def shipped_configs() -> dict[str, Path]:

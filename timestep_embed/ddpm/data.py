@@ -29,7 +29,6 @@ import torch
 import torch.nn.functional as F
 
 from ..checks import check_path
-from .schema import ConfigError
 
 SPLIT_SEED = 20240607  # fixed forever: changing it changes the built-in train/held-out split
 TRAIN_PER_CLASS = 400
@@ -221,14 +220,3 @@ def crop_to_28(x: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"images of size {tuple(x.shape[-2:])}: expected 28x28 or square and even >= 28")
     m = (size - 28) // 2
     return x[..., m : m + 28, m : m + 28]
-
-
-def check_fits(images: torch.Tensor, model) -> None:
-    """ConfigError unless the UNet config ``model`` takes ``images`` ``[N, C, H, W]``: its ``in_channels`` and
-    ``image_size`` are the images' (a run checks this before it writes anything)."""
-    c, h, w = images.shape[1:]
-    if (model.in_channels, model.image_size, model.image_size) != (c, h, w):
-        raise ConfigError(
-            f"model.in_channels = {model.in_channels} and model.image_size = {model.image_size}, but the data's images "
-            f"are {c}x{h}x{w} (MNIST: 1x28x28, 1x32x32 with data.pad_to_32 = true): set the model to the data"
-        )

@@ -33,11 +33,10 @@ from pathlib import Path
 
 import torch
 
-from ..files import atomic_write_bytes, check_writable, hold, load_npy, remove_stale_temp_files
+from ..files import check_writable, hold, load_npy, remove_stale_temp_files
 from .checkpoint import RUN_CHECKPOINT, CheckpointError, read_metadata
-from .config import DEFAULT_CONFIG, RunConfig, TrainConfig, stored_config
+from .config import DEFAULT_CONFIG, RunConfig, TrainConfig, run_config, stored_config
 from .schema import ConfigError
-from .trained import run_config
 
 __all__ = [
     "LOCK",
@@ -48,7 +47,6 @@ __all__ = [
     "Start",
     "starting",
     "kept_results",
-    "drop_log_lines_after",
     "run_config_for",
 ]
 
@@ -244,36 +242,6 @@ def kept_results(out: Path, cfg: RunConfig, train_steps: int) -> tuple[dict | No
     if len(samples) != cfg.sample.num_samples or any(made.get(k) != wanted[k] for k in ("sample", "data")):
         return None, None
     return (done if made.get("eval") == wanted["eval"] else None), samples
-
-
-def _step_of(line: str) -> int | None:
-    """The step of a log line, None for a line that is not a JSON object with an integer step."""
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return None
-    step = record.get("step", 0) if isinstance(record, dict) else None
-    return step if isinstance(step, int) else None
-
-
-def drop_log_lines_after(path: Path, step: int) -> None:
-    """Before a resume: rewrite ``log.jsonl`` (atomically) without its lines past ``step``, which the
-    resumed run trains and logs again, so every step appears once; the log is then appended to. A torn line
-    (what a kill leaves where appends are not atomic) is dropped with a warning: the checkpoint says where the run
-    is, not the log."""
-    if not path.is_file():
-        return
-    text = path.read_text(errors="replace")
-    lines = [line for line in text.splitlines() if line.strip()]
-    kept = []
-    for number, line in enumerate(lines, 1):
-        logged = _step_of(line)
-        if logged is None:
-            log.warning("%s: line %d is not a log record (%.60s): dropped", path, number, line)
-        elif logged <= step:
-            kept.append(line)
-    if len(kept) != len(lines) or (text and not text.endswith("\n")):
-        atomic_write_bytes(path, "".join(line + "\n" for line in kept).encode())
 
 
 def run_config_for(config, out_dir, overrides: Sequence[str], resume: bool) -> RunConfig:

@@ -27,19 +27,18 @@ from torch import nn
 from torch.optim.swa_utils import get_ema_multi_avg_fn
 
 from ..files import atomic_write_bytes, save_npy, versions
-from ..progress import progress as progress_bar
 from .checkpoint import RUN_CHECKPOINT, load_training_state, save_training_state
 from .config import DEFAULT_CONFIG, RunConfig, TrainConfig
 from .consistency import ConsistencyConfig, consistency_loss
-from .data import check_fits, load_mnist
+from .data import load_mnist
 from .diffusion import schedule_from_config, training_loss
 from .evaluate import score
-from .plots import save_loss_curve, save_samples_png
-from .runfolder import drop_log_lines_after, kept_results, run_config_for, starting
+from .runfolder import kept_results, run_config_for, starting
+from .runlog import TrainingDiverged, TrainingLog, save_loss_curve, save_samples_png
 from .runtime import Runtime, broadcast_float, cleanup, setup
 from .schema import ConfigError, to_dict
-from .trained import describe_sampling, generate, load_model
-from .unet import UNet
+from .trained import describe_sampling, generate, load_model, progress_snapshot
+from .unet import UNet, check_fits
 
 __all__ = [
     "Callback",
@@ -59,11 +58,6 @@ log = logging.getLogger(__name__)
 # Called after every step with (step, model, ema, loss); returning True stops the run as Ctrl-C would. The loss is
 # the step's 0-d tensor, on the device: reading it (float(loss)) waits for the device, so read it only when needed.
 Callback = Callable[[int, nn.Module, nn.Module, torch.Tensor], "bool | None"]
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss or the gradient norm became NaN or inf (read at a log line): the run stops, and its checkpoint
-    keeps the last state read finite."""
 
 
 def lr_at(progress: float, step: int, t: TrainConfig) -> float:
@@ -114,95 +108,6 @@ class Budget:
         if self.t.steps:
             return step / self.t.steps
         return broadcast_float(self.elapsed / self.t.seconds, self.rt)
-
-
-class TrainingLog:
-    """``log.jsonl`` (a line every ``train.log_every`` steps, appended and flushed), the progress bar and,
-    with ``train.tensorboard``, TensorBoard's events; on rank 0 (``out`` None elsewhere).
-
-    The losses are summed on the device; the sum and the gradient norm are read (one host sync) at each
-    log line only, where a NaN or inf loss or gradient norm stops the run
-    ([`TrainingDiverged`][timestep_embed.ddpm.train.TrainingDiverged]).
-    """
-
-    def __init__(self, out: Path | None, t: TrainConfig, step: int, elapsed: float, show: bool):
-        self.t, self.window, self.file, self.board = t, (time.perf_counter(), step), None, None
-        self.loss_sum: torch.Tensor | None = None  # since the last log line, on the device
-        self.last_loss: float | None = None
-        total, done, unit = (t.steps, step, "step") if t.steps else (round(t.seconds), round(elapsed), "s")
-        fmt = None if t.steps else "{l_bar}{bar}| {n:.0f}/{total_fmt} s [{elapsed}<{remaining}{postfix}]"
-        self.bar = progress_bar(total, "train", unit, initial=done, enabled=show and out is not None, bar_format=fmt)
-        if out is not None:
-            drop_log_lines_after(out / "log.jsonl", step)  # steps past the checkpoint are trained again
-            self.file = open(out / "log.jsonl", "a")  # noqa: SIM115 - closed in close()
-            if t.tensorboard:
-                try:
-                    from torch.utils.tensorboard import SummaryWriter  # optional dependency (the tensorboard extra)
-                except ImportError as exc:
-                    raise ImportError("train.tensorboard needs: pip install 'timestep-embed[tensorboard]'") from exc
-                self.board = SummaryWriter(str(out / "tensorboard"))
-
-    def read(self, step: int, grad_norm: torch.Tensor | float = 0.0) -> tuple[float, float]:
-        """The mean loss of the steps since the last read, and ``grad_norm``: one read from the device. Starts a new
-        window; TrainingDiverged when the loss is NaN or inf."""
-        if self.loss_sum is None:  # no step since the last read
-            return (math.nan if self.last_loss is None else self.last_loss), float(grad_norm)
-        first, steps = self.window[1] + 1, max(1, step - self.window[1])
-        norm = torch.as_tensor(grad_norm, dtype=torch.float32, device=self.loss_sum.device)
-        loss, norm = torch.stack([self.loss_sum.float() / steps, norm]).tolist()
-        self.loss_sum, self.window = None, (time.perf_counter(), step)
-        if not (math.isfinite(loss) and math.isfinite(norm)):
-            raise TrainingDiverged(
-                f"the loss is {loss:.4g} (the mean of steps {first}-{step}) and the gradient norm {norm:.4g} "
-                f"at step {step}: the run diverged; lower train.lr (now {self.t.lr:g}) and start again (--overwrite)"
-            )
-        self.last_loss = loss
-        return loss, norm
-
-    def step(self, step: int, loss: torch.Tensor, lr: float, grad_norm, elapsed: float) -> None:
-        """After each step: the loss added on the device; at a log line (every rank reads, rank 0 writes) the
-        window's mean loss, the gradient norm and the rate."""
-        self.loss_sum = loss.detach() if self.loss_sum is None else self.loss_sum + loss.detach()
-        if step % self.t.log_every == 0 or step == 1:
-            self._line(step, lr, grad_norm, elapsed)
-        self.bar.update(1 if self.t.steps else min(round(elapsed), self.bar.total) - self.bar.n)
-
-    def _line(self, step: int, lr: float, grad_norm, elapsed: float) -> None:
-        start = self.window
-        mean, norm = self.read(step, grad_norm)
-        if self.file is None:
-            return
-        rec = {"step": step, "loss": mean, "lr": lr, "grad_norm": norm}
-        rec.update(steps_per_s=(step - start[1]) / max(1e-9, self.window[0] - start[0]), elapsed_s=elapsed)
-        self.file.write(json.dumps(rec) + "\n")
-        self.file.flush()
-        self.bar.set_postfix(loss=f"{rec['loss']:.4f}", steps_s=f"{rec['steps_per_s']:.2f}", refresh=False)
-        if self.board is not None:
-            for key in ("loss", "lr", "grad_norm", "steps_per_s"):
-                self.board.add_scalar(f"train/{key}", rec[key], step)
-
-    def image(self, tag: str, samples: torch.Tensor, step: int) -> None:
-        if self.board is not None:
-            self.board.add_images(tag, (samples + 1) / 2, step)
-
-    def close(self) -> None:
-        self.bar.close()
-        for handle in (self.file, self.board):
-            if handle is not None:
-                handle.close()
-
-
-def progress_snapshot(ema: nn.Module, cfg: RunConfig, rt: Runtime, n: int = 16, steps: int = 20):
-    """A quick look during training: ``n`` EMA samples with ``steps`` ancestral (flow: Euler) steps, or the run's
-    own consistency sampler, from their own generator (``sample.seed``), so the training's random stream is
-    untouched; (samples, how)."""
-    if cfg.sample.sampler == "consistency":
-        quick = cfg.replace("sample", num_samples=n, batch_size=n)
-    else:
-        sampler = "euler" if cfg.diffusion.prediction == "flow" else "ddpm"
-        steps = min(steps, cfg.diffusion.num_timesteps)
-        quick = cfg.replace("sample", sampler=sampler, num_samples=n, batch_size=n, steps=steps, spacing="evenly")
-    return generate(ema, quick, rt), describe_sampling(quick)
 
 
 def compiled(model: nn.Module, option: bool | str) -> nn.Module:

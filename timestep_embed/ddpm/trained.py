@@ -19,17 +19,16 @@ from torch import nn
 
 from ..files import check_writable, save_npy
 from ..nn import build_to_fit
-from ..weights import PRETRAINED_CONFIG, load_pretrained
-from .checkpoint import RUN_CHECKPOINT, CheckpointError, load_checkpoint, read_metadata, strip_prefix
-from .config import RunConfig, stored_config
+from .checkpoint import RUN_CHECKPOINT, CheckpointError, load_checkpoint, strip_prefix
+from .config import RunConfig, run_config
 from .diffusion import schedule_from_config
-from .plots import save_samples_png
+from .runlog import save_samples_png
 from .runtime import Runtime
 from .samplers import sample
 from .schema import ConfigError
 from .unet import UNet
 
-__all__ = ["generate", "describe_sampling", "run_config", "load_model", "export_run", "sample_run"]
+__all__ = ["generate", "describe_sampling", "load_model", "export_run", "sample_run", "progress_snapshot"]
 
 
 def describe_sampling(cfg) -> str:
@@ -85,22 +84,6 @@ def generate(model: nn.Module, cfg, rt: Runtime, progress: bool = False) -> torc
             out.append(x.float().clamp(-1, 1).cpu())
     model.train(was_training)
     return torch.cat(out)
-
-
-def run_config(path) -> RunConfig:
-    """The config of a run folder (its checkpoint's), of a checkpoint file, or of an exported folder."""
-    path = Path(path)
-    file = path / RUN_CHECKPOINT if path.is_dir() else path
-    if path.is_dir() and not file.is_file() and (path / PRETRAINED_CONFIG).is_file():
-        stored = load_pretrained(path, "UNet")[0].get("run")
-    else:
-        stored = read_metadata(file).get("config")
-    if not stored:
-        raise CheckpointError(f"{path}: no run config in it (not written by timestep-embed train or export)")
-    try:
-        return stored_config(stored)
-    except ConfigError as exc:
-        raise CheckpointError(f"{path}: its stored config is invalid: {exc}") from exc
 
 
 def load_model(path, time_embedder: nn.Module | None = None, ema: bool = True, device="cpu") -> tuple[UNet, RunConfig]:
@@ -182,3 +165,16 @@ def sample_run(
     caption = f"{min(len(x), 100)} of {len(x)} samples, {weights}, {describe_sampling(cfg)}"
     save_samples_png(x[:100], png, caption=caption)
     return npy, png
+
+
+def progress_snapshot(ema: nn.Module, cfg: RunConfig, rt: Runtime, n: int = 16, steps: int = 20):
+    """A quick look during training: ``n`` EMA samples with ``steps`` ancestral (flow: Euler) steps, or the run's
+    own consistency sampler, from their own generator (``sample.seed``), so the training's random stream is
+    untouched; (samples, how)."""
+    if cfg.sample.sampler == "consistency":
+        quick = cfg.replace("sample", num_samples=n, batch_size=n)
+    else:
+        sampler = "euler" if cfg.diffusion.prediction == "flow" else "ddpm"
+        steps = min(steps, cfg.diffusion.num_timesteps)
+        quick = cfg.replace("sample", sampler=sampler, num_samples=n, batch_size=n, steps=steps, spacing="evenly")
+    return generate(ema, quick, rt), describe_sampling(quick)

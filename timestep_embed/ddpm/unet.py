@@ -38,6 +38,7 @@ __all__ = [
     "build_time_embedder",
     "zero_init_modules",
     "count_parameters",
+    "check_fits",
 ]
 
 Injection = Literal["add", "scale_shift"]  # h + W emb, or norm(h) * (1 + s) + b
@@ -179,6 +180,17 @@ def build_time_embedder(config: UNetConfig) -> nn.Module:
         raise ValueError(f"model.time_embedding = {options!r}: not accepted by TimestepEmbedder ({exc})") from exc
     except ValueError as exc:
         raise ValueError(f"model.time_embedding = {options!r}: {exc}") from exc
+
+
+def check_fits(images: torch.Tensor, config: UNetConfig) -> None:
+    """ConfigError unless the UNet of ``config`` takes ``images`` ``[N, C, H, W]``: its ``in_channels`` and
+    ``image_size`` are the images' (a run checks this before it writes anything)."""
+    c, h, w = images.shape[1:]
+    if (config.in_channels, config.image_size, config.image_size) != (c, h, w):
+        raise ConfigError(
+            f"model.in_channels = {config.in_channels} and model.image_size = {config.image_size}, but the data's "
+            f"images are {c}x{h}x{w} (MNIST: 1x28x28, 1x32x32 with data.pad_to_32 = true): set the model to the data"
+        )
 
 
 class UNet(nn.Module):

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from timestep_embed.ddpm import RunConfig, describe_sampling
-from timestep_embed.ddpm.plots import save_samples_png, tile_samples
+from timestep_embed.ddpm.runlog import save_samples_png, tile_samples
 
 image = pytest.importorskip("matplotlib.image")
 
