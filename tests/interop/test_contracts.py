@@ -140,3 +140,15 @@ def test_every_contract_is_complete():
         assert contract.name in contract.describe()
     with pytest.raises(ValueError, match="no timestep contract 'sd4'; known: ddpm"):
         get_contract("sd4")
+
+
+def test_contract_lookups_and_inputs_name_what_is_wrong():
+    with pytest.raises(TypeError, match=r"name must be a contract's name .*\['flux_dev'\]"):
+        get_contract(["flux_dev"])
+    contract = get_contract("flux_dev")
+    with pytest.raises(TypeError, match="raw must be int or float numbers, got a string"):
+        contract.sinusoid_input("abc")
+    with pytest.raises(TypeError, match="raw must hold the scheduler's real time values"):
+        contract.sinusoid_input(torch.tensor([True]))
+    with pytest.raises(TypeError, match="latents_dtype must be a floating torch.dtype"):
+        contract.sinusoid_input(0.5, latents_dtype=torch.int32)

@@ -132,3 +132,10 @@ def test_trace_refuses_wrong_arguments_naming_them():
         trace_time_path(model, t, inputs=[1])
     with pytest.raises(TypeError, match="timestep_arg must be the keyword"):
         trace_time_path(model, t, inputs={}, timestep_arg=3)
+
+
+def test_an_empty_batch_of_timesteps_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"timesteps is empty \(shape \(0,\)\)"):
+        trace_time_path(TimestepEmbedder(32), torch.tensor([]))
+    with pytest.raises(ValueError, match="timesteps is empty"):
+        trace_stages({"sinusoid": lambda t: t}, [])

@@ -90,3 +90,27 @@ def test_a_named_layout_still_needs_its_own_keys():
         TimestepEmbedder.from_state_dict(alone, layout="flux_dev")
     with pytest.raises(ValueError, match="no time path in this state dict"):
         TimestepEmbedder.from_state_dict(_alone(alone, "t_embedder.mlp.0."), layout="dit")  # one Linear only
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "words"),
+    [
+        (lambda w: w.to(torch.complex64), TypeError, "must hold real floating weights, got dtype torch.complex64"),
+        (lambda w: w.to(torch.int64), TypeError, "must hold real floating weights, got dtype torch.int64"),
+        (lambda w: w.reshape(-1), ValueError, "must be a Linear's weight \\[out, in\\], got shape"),
+        (lambda w: torch.empty_like(w, device="meta"), ValueError, "is a meta tensor, which holds no weights"),
+    ],
+)
+def test_time_mlp_weights_that_cannot_be_a_linear_layer_are_refused_by_name(change, error, words):
+    whole, _, _ = dit()
+    whole["t_embedder.mlp.0.weight"] = change(whole["t_embedder.mlp.0.weight"])
+    with pytest.raises(error, match=r"state_dict\['t_embedder\.mlp\.0\.weight'\] " + words):
+        TimestepEmbedder.from_state_dict(whole)
+
+
+def test_a_state_dict_holding_two_models_time_paths_is_refused_unless_one_is_named():
+    both = {**dit()[0], **edm_dhariwal()[0]}
+    with pytest.raises(ValueError, match="time paths of two models: .*pass layout= or family="):
+        find_time_paths(both)
+    assert find_time_paths(both, layout="dit").layout.name == "dit"
+    assert find_time_paths(both, layout="edm").layout.name == "edm"

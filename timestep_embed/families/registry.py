@@ -73,6 +73,8 @@ def get_family(name: str) -> Family:
 
 def get_contract(name: str) -> TimestepContract:
     """The contract called ``name`` (see `CONTRACTS`)."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a contract's name (a string such as 'flux_dev'), got {name!r}")
     if name not in CONTRACTS:
         raise ValueError(f"no timestep contract {name!r}; known: {', '.join(CONTRACTS)}")
     return CONTRACTS[name]

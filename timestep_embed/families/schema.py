@@ -18,6 +18,7 @@ from dataclasses import KW_ONLY, dataclass, field
 
 import torch
 
+from ..checks import check_float_dtype, real_array
 from ..conventions import Convention, get_convention
 
 __all__ = ["MLPKeys", "Layout", "TimestepContract", "Family", "KNOWN_PREFIXES", "DIFFUSERS", "SEQUENTIAL"]
@@ -206,7 +207,14 @@ class TimestepContract:
     def model_input(self, raw, latents_dtype: torch.dtype | None = None) -> torch.Tensor:
         """The model's ``timestep`` for raw scheduler values, the pipeline's latents in ``latents_dtype``
         (None: the timestep stays as ``to_model`` forms it, float32 for float32 scheduler values)."""
+        if isinstance(raw, torch.Tensor):
+            if raw.dtype == torch.bool or raw.dtype.is_complex:
+                raise TypeError(f"raw must hold the scheduler's real time values, got a tensor of dtype {raw.dtype}")
+        else:
+            real_array(raw, "raw")  # strings, bools, complex and ragged lists get a named TypeError
         raw = torch.as_tensor(raw)
+        if latents_dtype is not None:
+            check_float_dtype(latents_dtype, "latents_dtype")
         if latents_dtype is None or self.pipeline_cast is None:
             return self.to_model(raw)
         if self.pipeline_cast == "before":
@@ -218,7 +226,7 @@ class TimestepContract:
     ) -> torch.Tensor:
         """The value that reaches the sinusoid for raw scheduler values ``raw`` in a model of ``dtype``
         (the pipeline's latents in ``latents_dtype``: see `model_input`)."""
-        return self.to_sinusoid(self.model_input(raw, latents_dtype), dtype)
+        return self.to_sinusoid(self.model_input(raw, latents_dtype), check_float_dtype(dtype))
 
     def describe(self) -> str:
         """The contract as a few aligned lines of text."""

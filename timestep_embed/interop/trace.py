@@ -254,6 +254,7 @@ def trace_time_path(
     if not isinstance(timestep_arg, str) or not timestep_arg.isidentifier():
         raise TypeError(f"timestep_arg must be the keyword the timestep is passed as (a name), got {timestep_arg!r}")
     t = as_tensor(timesteps)
+    _check_some(t)
     if inputs is None:
         stages = _record(model, lambda: model(t))
     else:
@@ -264,6 +265,11 @@ def trace_time_path(
     return TimePathTrace(type(model).__name__, chosen.name if chosen else None, stages, flag_stages(stages, chosen))
 
 
+def _check_some(t: torch.Tensor) -> None:
+    if t.numel() == 0:
+        raise ValueError(f"timesteps is empty (shape {tuple(t.shape)}): a trace needs at least one timestep")
+
+
 def trace_stages(stages: Mapping[str, Callable], timesteps: TimestepsLike, name: str = "stages") -> TimePathTrace:
     """A trace from callables per stage: ``{"sinusoid input": f, "sinusoid": g, "time embedding": h, ...}``
     applied in `STAGE_KINDS` order, each to the previous stage's value (for
@@ -272,6 +278,7 @@ def trace_stages(stages: Mapping[str, Callable], timesteps: TimestepsLike, name:
     if unknown:
         raise ValueError(f"unknown stage(s) {sorted(unknown)}; stages are {', '.join(STAGE_KINDS[1:])}")
     value = as_tensor(timesteps)
+    _check_some(value)
     recorded = [Stage("timestep", "timestep", "", value)]
     with torch.no_grad():
         for kind in STAGE_KINDS[1:]:

@@ -139,7 +139,12 @@ def _paths(layout: Layout, state_dict: Mapping[str, torch.Tensor], prefix: str) 
                 continue
             linears = tuple(prefix + mlp.key(i, w)[: -len(".weight")] for w in range(len(mlp.names)))
             w1, w2 = (state_dict.get(f"{lin}.weight") for lin in linears)
-            widths = (w1.shape[1], w1.shape[0], w2.shape[0]) if w1 is not None and w2 is not None else ()
+            for lin, w in zip(linears, (w1, w2), strict=True):
+                if w is not None and mlp.fed == "sinusoid":  # a time path's widths build an embedder
+                    _check_shape(f"{lin}.weight", w, linear_weight=True)
+            widths: tuple[int, ...] = ()
+            if w1 is not None and w2 is not None and w1.dim() == w2.dim() == 2:
+                widths = (w1.shape[1], w1.shape[0], w2.shape[0])
             paths.append(TimePath(label, linears, widths, mlp.fed))
     return paths
 
@@ -200,6 +205,7 @@ def find_time_paths(
     found = full if full or layout == "auto" else found
     if not found:
         raise ValueError(_nothing_fits(keys, candidates, prefixes))
+    _refuse_two_models(found)
     best = max(len(lay.markers) for lay, _ in found)
     found = [(lay, p) for lay, p in found if len(lay.markers) == best]
     if len(found) > 1:
@@ -207,6 +213,27 @@ def find_time_paths(
         raise ValueError(f"several layouts fit this state dict equally well: {names}; pass family= or layout=")
     lay, p = found[0]
     return LayoutMatch(lay, p, tuple(_paths(lay, state_dict, p)))
+
+
+def _lineage(lay: Layout) -> set[str]:
+    """``lay``'s name, its parents' and its twins' (the layouts whose keys its keys extend or repeat)."""
+    names = {lay.name, *lay.twins}
+    while lay.parent is not None:
+        lay = LAYOUTS[lay.parent]
+        names |= {lay.name, *lay.twins}
+    return names
+
+
+def _refuse_two_models(found: list[tuple[Layout, str]]) -> None:
+    """ValueError when the layouts that fit are of two models (neither extends the other): a state dict that
+    merges two checkpoints, whose time path only the caller can choose."""
+    for i, (a, pa) in enumerate(found):
+        for b, pb in found[i + 1 :]:
+            if a.name not in _lineage(b) and b.name not in _lineage(a) and (a.family is None or a.family != b.family):
+                raise ValueError(
+                    f"this state dict holds the time paths of two models: {a.name} (prefix {pa!r}) and {b.name} "
+                    f"(prefix {pb!r}); pass layout= or family= to load one"
+                )
 
 
 def _nothing_fits(keys: list[str], layouts: list[Layout], prefixes: tuple[str, ...]) -> str:
@@ -243,7 +270,8 @@ def embedder_state_dict(
 
 
 def match_state_dict(state_dict: Mapping[str, torch.Tensor], match: LayoutMatch, which: str = "timestep"):
-    """The tensors of the MLP ``which`` of ``match`` (and its Fourier weight), under our names."""
+    """The tensors of the MLP ``which`` of ``match`` (and its Fourier weight), under our names: real floating
+    weights with values (not meta), a Linear's weight 2-D and its bias 1-D."""
     path = match.path(which)
     if path.fed != "sinusoid" or len(path.linears) != 2:
         raise ValueError(f"the {path.describe()} is not a time path; the time paths: {_time_labels(match)}")
@@ -251,13 +279,29 @@ def match_state_dict(state_dict: Mapping[str, torch.Tensor], match: LayoutMatch,
     for ours, theirs in zip(_OURS, path.linears, strict=True):
         for key, value in state_dict.items():
             if key.startswith(theirs + "."):
-                out[ours + key[len(theirs) + 1 :]] = value
+                out[ours + key[len(theirs) + 1 :]] = _checked_weight(key, value, key.endswith(".weight"))
     if match.layout.fourier is not None:
         weight = state_dict[match.prefix + match.layout.fourier[0]]
         out["time_proj.weight"] = weight.reshape(-1) if weight.dim() == 2 and weight.shape[1] == 1 else weight
     elif match.prefix + "time_proj.weight" in state_dict and match.layout.name in ("diffusers", "unet1d"):
         out["time_proj.weight"] = state_dict[match.prefix + "time_proj.weight"]  # a diffusers Fourier UNet
     return out
+
+
+def _check_shape(key: str, value: torch.Tensor, linear_weight: bool) -> None:
+    if value.dim() != (2 if linear_weight else 1):
+        kind = "a Linear's weight [out, in]" if linear_weight else "a bias [out]"
+        raise ValueError(f"state_dict[{key!r}] must be {kind}, got shape {tuple(value.shape)}")
+
+
+def _checked_weight(key: str, value: torch.Tensor, linear_weight: bool) -> torch.Tensor:
+    """``value`` when it can be a Linear's weight (2-D) or bias (1-D) of a time MLP, else a named error."""
+    if not value.dtype.is_floating_point:
+        raise TypeError(f"state_dict[{key!r}] must hold real floating weights, got dtype {value.dtype}")
+    if value.is_meta:
+        raise ValueError(f"state_dict[{key!r}] is a meta tensor, which holds no weights: load the checkpoint's values")
+    _check_shape(key, value, linear_weight)
+    return value
 
 
 def _time_labels(match: LayoutMatch) -> list[str]:
