@@ -1,5 +1,5 @@
 """A small DDPM on MNIST that trains on a laptop CPU: UNet, diffusion math, samplers, data, configs,
-checkpoints, the training loop, consistency distillation, sampling, the evaluator and the run's plots.
+checkpoints, the training loop, consistency distillation, sampling, the evaluator and the run's log and pictures.
 
 Nothing outside this package (and the CLI) imports it: the library works without it. Its public names
 are re-exported here, so code that uses it does not depend on the file layout:
