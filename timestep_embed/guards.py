@@ -25,8 +25,8 @@ from .conventions import Convention
 # fmt: off
 __all__ = [
     "TimestepsLike", "LowPrecisionTimestepWarning", "float_max", "check_dim", "check_options", "options_bound",
-    "graph_mode", "cacheable", "host_values", "VALUE_CHECKS", "set_value_checks", "reads_values", "as_tensor",
-    "value_range", "check_timesteps", "warn_half_on_device",
+    "graph_mode", "cacheable", "host_values", "VALUE_CHECKS", "set_value_checks", "value_checks", "reads_values",
+    "as_tensor", "value_range", "check_timesteps", "warn_half_on_device",
 ]
 # fmt: on
 
@@ -147,6 +147,11 @@ def set_value_checks(mode: str) -> str:
         raise ValueError(f"set_value_checks: mode must be one of {list(VALUE_CHECKS)}, got {mode!r}")
     previous, _value_checks[0] = _value_checks[0], mode
     return previous
+
+
+def value_checks() -> str:
+    """The mode `set_value_checks` set: ``"host"`` or ``"all"``."""
+    return _value_checks[0]
 
 
 def reads_values(t: torch.Tensor) -> bool:
