@@ -24,15 +24,7 @@ from timestep_embed.ddpm import ConfigError, RunConfig, UNet, run_training, samp
 from timestep_embed.ddpm import trained as trained_module
 from timestep_embed.ddpm.checkpoint import load_checkpoint, read_metadata
 
-ROOT = Path(__file__).resolve().parents[2]
-SMOKE = str(ROOT / "configs" / "smoke.yaml")
-FAST = ["eval.enabled=false", "sample.num_samples=4", "sample.batch_size=4", "sample.steps=3", "train.bf16=false",
-        "train.threads=1", "train.steps=4", "train.snapshot_every=2"]  # fmt: skip
-
-
-def fast(*extra: str) -> list[str]:
-    keys = {e.partition("=")[0] for e in extra}
-    return [o for o in FAST if o.partition("=")[0] not in keys] + list(extra)
+from .test_faults import FAST, SMOKE, fast
 
 
 class FailsAtTheFirstStep(nn.Module):

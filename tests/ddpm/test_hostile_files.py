@@ -30,10 +30,9 @@ from timestep_embed.ddpm.checkpoint import load_checkpoint, read_metadata
 from timestep_embed.ddpm.evaluate import prepare_samples
 from timestep_embed.ddpm.runlog import drop_log_lines_after
 
-ROOT = Path(__file__).resolve().parents[2]
-SMOKE = str(ROOT / "configs" / "smoke.yaml")
-FAST = ["eval.enabled=false", "sample.num_samples=4", "sample.batch_size=4", "sample.steps=3", "train.bf16=false",
-        "train.threads=1", "train.steps=4", "train.snapshot_every=0"]  # fmt: skip
+from .test_faults import SMOKE, fast
+
+FAST = fast("train.snapshot_every=0")
 TINY_SAMPLING = ["sample.num_samples=2", "sample.batch_size=2", "sample.steps=2"]
 
 
