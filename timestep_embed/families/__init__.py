@@ -4,8 +4,8 @@ layouts together, one module per kind (``unets``, ``edm``, ``dit``, ``mmdit``, `
 ``nn`` or ``interop``: ``nn`` matches the layouts, the interop tools read the contracts."""
 
 from .edm import edm_vp_c_noise
-from .registry import CONTRACTS, FAMILIES, LAYOUT_BY_CLASS, LAYOUTS, contract_for, get_contract, get_family
+from .registry import CONTRACTS, FAMILIES, LAYOUT_BY_CLASS, LAYOUTS, contract_for, get_contract, get_family, one_model
 from .schema import KNOWN_PREFIXES, Family, Layout, MLPKeys, TimestepContract
 
 __all__ = ["Family", "TimestepContract", "Layout", "MLPKeys", "KNOWN_PREFIXES", "FAMILIES", "CONTRACTS", "LAYOUTS"]
-__all__ += ["LAYOUT_BY_CLASS", "get_contract", "get_family", "contract_for", "edm_vp_c_noise"]
+__all__ += ["LAYOUT_BY_CLASS", "get_contract", "get_family", "contract_for", "edm_vp_c_noise", "one_model"]

@@ -18,7 +18,7 @@ from . import cogview, dit, edm, flux, hunyuan, mmdit, unets, video, wan
 from .schema import Family, Layout, TimestepContract
 
 __all__ = ["MODULES", "build", "FAMILIES", "CONTRACTS", "LAYOUTS", "LAYOUT_BY_CLASS", "get_contract", "get_family"]
-__all__ += ["contract_of", "contract_for"]
+__all__ += ["contract_of", "contract_for", "one_model"]
 
 MODULES = (unets, edm, dit, mmdit, flux, cogview, hunyuan, wan, video)
 
@@ -62,6 +62,21 @@ FAMILIES, LAYOUTS = build(MODULES)
 CONTRACTS: dict[str, TimestepContract] = {name: f.contract for name, f in FAMILIES.items()}
 LAYOUT_BY_CLASS: dict[str, str] = {c: x.name for x in LAYOUTS.values() for c in x.classes}
 _BY_CLASS = [(cls, f, when) for f in FAMILIES.values() for cls, when in f.classes.items()]
+
+
+def _lineage(lay: Layout) -> set[str]:
+    """``lay``'s name, its parents' and their twins' (the layouts whose keys its keys extend or repeat)."""
+    names = {lay.name, *lay.twins}
+    while lay.parent is not None:
+        lay = LAYOUTS[lay.parent]
+        names |= {lay.name, *lay.twins}
+    return names
+
+
+def one_model(a: Layout, b: Layout) -> bool:
+    """Whether layouts ``a`` and ``b`` can both fit one model's checkpoint: the same family, or one extends
+    (``parent``) or repeats (``twins``) the other."""
+    return a.name in _lineage(b) or b.name in _lineage(a) or (a.family is not None and a.family == b.family)
 
 
 def get_family(name: str) -> Family:

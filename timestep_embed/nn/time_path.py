@@ -16,7 +16,7 @@ from typing import TypeVar
 import torch
 from torch import nn
 
-from ..families import KNOWN_PREFIXES, LAYOUTS, Layout, MLPKeys
+from ..families import KNOWN_PREFIXES, LAYOUTS, Layout, MLPKeys, one_model
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -215,21 +215,12 @@ def find_time_paths(
     return LayoutMatch(lay, p, tuple(_paths(lay, state_dict, p)))
 
 
-def _lineage(lay: Layout) -> set[str]:
-    """``lay``'s name, its parents' and its twins' (the layouts whose keys its keys extend or repeat)."""
-    names = {lay.name, *lay.twins}
-    while lay.parent is not None:
-        lay = LAYOUTS[lay.parent]
-        names |= {lay.name, *lay.twins}
-    return names
-
-
 def _refuse_two_models(found: list[tuple[Layout, str]]) -> None:
     """ValueError when the layouts that fit are of two models (neither extends the other): a state dict that
     merges two checkpoints, whose time path only the caller can choose."""
     for i, (a, pa) in enumerate(found):
         for b, pb in found[i + 1 :]:
-            if a.name not in _lineage(b) and b.name not in _lineage(a) and (a.family is None or a.family != b.family):
+            if not one_model(a, b):
                 raise ValueError(
                     f"this state dict holds the time paths of two models: {a.name} (prefix {pa!r}) and {b.name} "
                     f"(prefix {pb!r}); pass layout= or family= to load one"
