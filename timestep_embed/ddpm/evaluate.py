@@ -22,6 +22,7 @@ FD is biased upwards at small N, hence references at the same N. The classifier 
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
@@ -75,10 +76,15 @@ def nearest_distances(x: torch.Tensor, reference: torch.Tensor, chunk: int = 102
     return torch.cat(out)
 
 
-def copy_scores(samples: torch.Tensor, train: torch.Tensor, heldout: torch.Tensor) -> dict:
+def copy_scores(samples: torch.Tensor, train: torch.Tensor, heldout: torch.Tensor | None = None, *,
+                held: torch.Tensor | None = None) -> dict:  # fmt: skip
     """``copies``, ``copy_distance``, ``heldout_copies`` and ``nearest_ratio`` of ``samples`` against the
-    ``train`` and ``heldout`` digits (see the module docstring), all [N, 1, 28, 28] in [-1, 1]."""
-    held = nearest_distances(heldout, train)
+    ``train`` and ``heldout`` digits (see the module docstring), all [N, 1, 28, 28] in [-1, 1]; ``held``: the
+    held-out digits' nearest-training distances, when already computed (`heldout_distances`)."""
+    if held is None:
+        if heldout is None:
+            raise ValueError("copy_scores needs the held-out digits (heldout=) or their distances (held=)")
+        held = nearest_distances(heldout, train)
     threshold = float(torch.quantile(held, COPY_QUANTILE))
     mine = nearest_distances(samples, train)
     return {
@@ -87,6 +93,15 @@ def copy_scores(samples: torch.Tensor, train: torch.Tensor, heldout: torch.Tenso
         "heldout_copies": float((held < threshold).double().mean()),
         "nearest_ratio": float(mine.median() / held.median()),
     }
+
+
+@functools.lru_cache(maxsize=4)
+def heldout_distances(data_source: str) -> torch.Tensor:
+    """The held-out digits' nearest-training distances for a data source (computed once per process: the
+    same for every sampling it scores)."""
+    train, _ = load_mnist(data_source, "train")
+    held, _ = load_mnist(data_source, "heldout")
+    return nearest_distances(crop_to_28(held), crop_to_28(train))
 
 
 def _scores(prefix: str, logits: torch.Tensor, feats: torch.Tensor, ref_feats: torch.Tensor) -> dict:
@@ -139,7 +154,7 @@ def evaluate_samples(
     train_x, _ = load_mnist(data_source, "train")
     _, held_feats = classify(model, held_x)
     result = {"num_samples": len(x), **_scores("", *classify(model, x), held_feats)}
-    result.update(copy_scores(x, crop_to_28(train_x), crop_to_28(held_x)))
+    result.update(copy_scores(x, crop_to_28(train_x), held=heldout_distances(str(data_source))))
     if references:
         g = torch.Generator().manual_seed(1234)
         real = train_x[torch.randperm(len(train_x), generator=g)[: len(x)]]
