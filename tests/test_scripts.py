@@ -74,7 +74,8 @@ def test_compare_peers_says_how_to_install_lucidrains(tmp_path):
 
 def test_levers_smoke(tmp_path):
     cmd = [sys.executable, str(ROOT / "scripts" / "levers.py"), "--config", "smoke", "--steps", "3",
-           "--levers", "base", "flow", "--out", str(tmp_path / "levers")]  # fmt: skip
+           "--levers", "base", "flow", "--out", str(tmp_path / "levers"),
+           "--set", "model.channels=[16,32]", "sample.steps=5", "eval.samplings=1"]  # fmt: skip
     env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache")}
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
