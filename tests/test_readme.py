@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -25,12 +26,27 @@ def python_blocks(page: Path) -> list[str]:
 BLOCKS = [(page, i, block) for page in PAGES for i, block in enumerate(python_blocks(page), 1)]
 
 
+def run_alone(block: str, folder: Path) -> subprocess.CompletedProcess:
+    """``block`` in a fresh interpreter in ``folder``, with a cache of its own."""
+    env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(folder / "cache")}
+    return subprocess.run([sys.executable, "-c", block], cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def block_runs(request, tmp_path_factory):
+    """The selected blocks, run two at a time (each spends seconds importing torch and diffusers on one core):
+    ``{(page name, number): Future of the finished process}``."""
+    selected = [item.callspec.params for item in request.session.items
+                if getattr(item, "originalname", None) == "test_code_block_runs_alone"]  # fmt: skip
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        yield {(p["page"].name, p["number"]): pool.submit(run_alone, p["block"], tmp_path_factory.mktemp("block"))
+               for p in selected}  # fmt: skip
+
+
 @pytest.mark.parametrize(("page", "number", "block"), BLOCKS, ids=[f"{p.name}-{i}" for p, i, _ in BLOCKS])
-def test_code_block_runs_alone(page, number, block, tmp_path):
-    env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache")}
-    result = subprocess.run(
-        [sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
-    )
+def test_code_block_runs_alone(page, number, block, block_runs):
+    result = block_runs[(page.name, number)].result()
     assert result.returncode == 0, f"{page.name}, python block {number}:\n{result.stderr[-3000:]}"
 
 
