@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -138,3 +139,19 @@ def test_sampler_table_smoke(tmp_path, in_process):
     assert code == 2 and "--rows" in err and "Traceback" not in err
     code, err = in_process("sampler_table", str(tmp_path / "nothing"))
     assert code == 2 and "no checkpoint.safetensors" in err
+
+
+def test_gpu_checks_refuse_what_they_can_not_measure(tmp_path):
+    """scripts/gpu_checks.sh: a usage line without OUT, a named error for an unknown part, and without CUDA a
+    one-line refusal before it writes anything."""
+    script = str(ROOT / "scripts" / "gpu_checks.sh")
+    usage = subprocess.run(["bash", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2 and usage.stderr.startswith("usage: bash scripts/gpu_checks.sh OUT")
+    part = subprocess.run(["bash", script, str(tmp_path / "o"), "bench", "nope"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert part.returncode == 2 and "part nope" in part.stderr and not (tmp_path / "o").exists()
+    if not torch.cuda.is_available():
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+        none = subprocess.run(["bash", script, str(tmp_path / "o")], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+        assert none.returncode == 2 and "no CUDA device" in none.stderr and not (tmp_path / "o").exists()
