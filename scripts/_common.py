@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from timestep_embed.ddpm import ConfigError, RunConfig, Runtime, generate, score
+from timestep_embed.ddpm import ConfigError, RunConfig, Runtime, generate, score, shipped_configs
 from timestep_embed.files import atomic_write_bytes
 
 SCORES = ("fd", "confidence", "entropy")
@@ -30,7 +30,8 @@ def fail(message: str):
 
 def add_config_args(parser: argparse.ArgumentParser, out: str | None = None) -> None:
     """``--config`` (a shipped name or a YAML path), ``--set KEY=VALUE ...`` and, with ``out``, ``--out``."""
-    parser.add_argument("--config", default="mnist", help="the base config: a shipped name (mnist, smoke) or a path")
+    names = ", ".join(shipped_configs())
+    parser.add_argument("--config", default="mnist", help=f"the base config: a shipped name ({names}) or a path")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     if out is not None:
         parser.add_argument("--out", type=Path, default=Path(out), help=f"output folder (default {out})")

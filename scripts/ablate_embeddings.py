@@ -36,12 +36,20 @@ from torch import nn
 
 from timestep_embed.analysis.figures import new_figure
 from timestep_embed.conventions import Convention
-from timestep_embed.ddpm import RunConfig, load_mnist, load_model, run_training, schedule_from_config, training_loss
+from timestep_embed.ddpm import (
+    RunConfig,
+    load_mnist,
+    load_model,
+    run_training,
+    schedule_from_config,
+    shipped_configs,
+    training_loss,
+)
 from timestep_embed.files import atomic_write_bytes, save_figure
 from timestep_embed.nn import FourierEmbedding, TimestepEmbedder, TimestepMLP, default_sinusoid_dim
 from timestep_embed.sinusoidal import sinusoidal_embedding
 
-QUICK = [  # a smaller UNet (same for every variant), 1000 updates of 32, 200 samples
+QUICK = [  # a narrower time MLP (emb_dim 128; same for every variant), 1000 updates of 32, 200 samples
     "model.channels=[32,64]", "model.emb_dim=128", "train.minutes=null", "train.steps=1000",
     "train.batch_size=32", "train.warmup_steps=50", "train.log_every=100",
     "sample.steps=50", "sample.num_samples=200", "sample.batch_size=200",
@@ -275,7 +283,9 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help=f"a small budget: {' '.join(QUICK)}")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS, metavar="NAME")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--config", default="mnist", help="run config: a shipped name (mnist, smoke) or a path")
+    parser.add_argument(
+        "--config", default="mnist", help=f"run config: a shipped name ({', '.join(shipped_configs())}) or a path"
+    )
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="extra config overrides")
     parser.add_argument("--heldout", type=int, default=None, help="held-out digits per band (32 quick, 500 full)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (runs/ablation[_quick])")

@@ -8,7 +8,7 @@ from pathlib import Path
 from .. import __version__
 from ..analysis.figures import FIGURES
 from ..conventions import PRESETS
-from ..ddpm import DEFAULT_CONFIG, ClassifierConfig, describe_keys
+from ..ddpm import DEFAULT_CONFIG, ClassifierConfig, describe_keys, shipped_configs
 from ..ddpm.runtime import DEVICES
 from ..interop.compare import BASE_PRESETS, DIMS
 
@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--config",
         default=DEFAULT_CONFIG,
-        help="a shipped config (mnist, smoke) or a YAML file",
+        help=f"a shipped config ({', '.join(shipped_configs())}) or a YAML file",
     )
     p.add_argument("--device", default=None, choices=DEVICES, help="where to train (train.device)")
     p.add_argument("--out-dir", default=None, help="run folder (default: train.out_dir of the config)")
