@@ -106,14 +106,22 @@ def read_safetensors_header(path: str | os.PathLike) -> dict:
     return _parse_header(path, head, path.stat().st_size)
 
 
-def load_safetensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+def load_safetensors(
+    path: str | os.PathLike, sha256: str | None = None
+) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """``(tensors, metadata)`` of a safetensors file, on the CPU, after the checks of
-    [`read_safetensors_header`][timestep_embed.weights.read_safetensors_header]. The one reader of every weights file
-    the package loads."""
+    [`read_safetensors_header`][timestep_embed.weights.read_safetensors_header]; with ``sha256`` (what a pretrained
+    folder's ``config.json`` records of its weights), refused unless the file's digest is that. The one reader of
+    every weights file the package loads."""
     path = Path(check_path(path, "path"))
     if not path.is_file():
         raise CheckpointError(f"weights file not found: {path}")
     data = path.read_bytes()
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise CheckpointError(
+            f"{path.parent}: {path.name} is not the file {PRETRAINED_CONFIG} was saved with (a save interrupted "
+            "between its two files?): save the folder again"
+        )
     n = struct.unpack("<Q", data[:8])[0] if len(data) >= 8 else 0
     header = _parse_header(path, data[: 8 + min(n, MAX_HEADER_BYTES + 1)], len(data))
     try:
@@ -237,12 +245,7 @@ def _read_weights(folder: Path, sha256: str | None = None) -> dict[str, torch.Te
     given), diffusers' ``diffusion_pytorch_model.safetensors``, or the shards an ``*.safetensors.index.json`` lists."""
     for name in (PRETRAINED_WEIGHTS, DIFFUSERS_WEIGHTS):
         if (folder / name).is_file():
-            if sha256 is not None and hashlib.sha256((folder / name).read_bytes()).hexdigest() != sha256:
-                raise CheckpointError(
-                    f"{folder}: {name} is not the file {PRETRAINED_CONFIG} was saved with (a save interrupted between "
-                    "its two files?): save the folder again"
-                )
-            return load_safetensors(folder / name)[0]
+            return load_safetensors(folder / name, sha256)[0]
     for name in (PRETRAINED_WEIGHTS, DIFFUSERS_WEIGHTS):
         index = folder / f"{name}.index.json"
         if index.is_file():

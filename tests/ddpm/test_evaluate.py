@@ -202,12 +202,14 @@ def test_make_evaluator_reproduces_the_shipped_file():
 def test_the_copy_check_tells_training_digits_from_unseen_ones():
     train, _ = load_mnist("builtin", "train")
     held, _ = load_mnist("builtin", "heldout")
-    copied = evaluate.copy_scores(train[:300], train, held)  # a model that draws its training digits back
-    unseen = evaluate.copy_scores(held, train, held)  # digits drawn like the held-out ones
+    distances = evaluate.nearest_distances(held, train)  # the held-out digits' own nearest-training distances
+    assert torch.equal(distances, evaluate.heldout_distances("builtin"))
+    copied = evaluate.copy_scores(train[:300], train, distances)  # a model that draws its training digits back
+    unseen = evaluate.copy_scores(held, train, distances)  # digits drawn like the held-out ones
     assert copied["copies"] == 1.0 and copied["nearest_ratio"] < 1e-5  # float64 rounding of |a - a|
     assert unseen["copies"] == unseen["heldout_copies"] and 0.005 <= unseen["copies"] <= 0.015
     assert unseen["nearest_ratio"] == 1.0
-    noisy = evaluate.copy_scores((train[:300] + 0.05 * torch.randn(300, 1, 28, 28)).clamp(-1, 1), train, held)
+    noisy = evaluate.copy_scores((train[:300] + 0.05 * torch.randn(300, 1, 28, 28)).clamp(-1, 1), train, distances)
     assert noisy["copies"] > 0.9  # a copy under a little noise is still a copy
 
 

@@ -76,15 +76,10 @@ def nearest_distances(x: torch.Tensor, reference: torch.Tensor, chunk: int = 102
     return torch.cat(out)
 
 
-def copy_scores(samples: torch.Tensor, train: torch.Tensor, heldout: torch.Tensor | None = None, *,
-                held: torch.Tensor | None = None) -> dict:  # fmt: skip
-    """``copies``, ``copy_distance``, ``heldout_copies`` and ``nearest_ratio`` of ``samples`` against the
-    ``train`` and ``heldout`` digits (see the module docstring), all [N, 1, 28, 28] in [-1, 1]; ``held``: the
-    held-out digits' nearest-training distances, when already computed (`heldout_distances`)."""
-    if held is None:
-        if heldout is None:
-            raise ValueError("copy_scores needs the held-out digits (heldout=) or their distances (held=)")
-        held = nearest_distances(heldout, train)
+def copy_scores(samples: torch.Tensor, train: torch.Tensor, held: torch.Tensor) -> dict:
+    """``copies``, ``copy_distance``, ``heldout_copies`` and ``nearest_ratio`` of ``samples`` against the ``train``
+    digits (see the module docstring), both [N, 1, 28, 28] in [-1, 1]; ``held``: the held-out digits'
+    nearest-training distances ``[M]`` (`nearest_distances` of them against ``train``; `heldout_distances`)."""
     threshold = float(torch.quantile(held, COPY_QUANTILE))
     mine = nearest_distances(samples, train)
     return {
@@ -154,7 +149,7 @@ def evaluate_samples(
     train_x, _ = load_mnist(data_source, "train")
     _, held_feats = classify(model, held_x)
     result = {"num_samples": len(x), **_scores("", *classify(model, x), held_feats)}
-    result.update(copy_scores(x, crop_to_28(train_x), held=heldout_distances(str(data_source))))
+    result.update(copy_scores(x, crop_to_28(train_x), heldout_distances(str(data_source))))
     if references:
         g = torch.Generator().manual_seed(1234)
         real = train_x[torch.randperm(len(train_x), generator=g)[: len(x)]]
