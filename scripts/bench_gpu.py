@@ -7,9 +7,10 @@ trainer's rate.
    with the same weights, under bf16 autocast (float32 on a CPU), eager and compiled;
 3. on CUDA, the sync check: ``torch.cuda.set_sync_debug_mode("error")`` around the forward pass of the function,
    the module, a tiny diffusers ``UNet2DConditionModel`` before and after ``patch_diffusers_model``, and 50 training
-   steps between two log lines of the real training loop (each host sync raises);
+   steps between two log lines of the real training loop, eager and replayed as a CUDA graph (each host sync raises);
 4. the training loop's steps/s (``run_training`` of the default config on this device, the median rate of its log
-   windows after the first) at batch 64 and 512, eager and with ``train.compile`` (CUDA graphs on CUDA).
+   windows after the first) at batch 64 and 512, eager and with ``train.compile`` (on CUDA: ``cudagraphs``, the UNet
+   compiled and replayed as CUDA graphs, and ``step-graph``, the whole step replayed as one CUDA graph).
 
 Times are medians over interleaved rounds (CUDA events on CUDA, the wall clock elsewhere); ratios are ours /
 diffusers' measured in the same run (below 1: ours is faster).
@@ -195,11 +196,11 @@ def sync_checks(device: torch.device, folder: Path) -> list[dict]:
         results.append(no_sync("UNet2DConditionModel, unpatched", lambda: unet(timestep=step, **inputs), device))
         patch_diffusers_model(unet)
         results.append(no_sync("UNet2DConditionModel, patched", lambda: unet(timestep=step, **inputs), device))
-    results.append(training_sync_check(device, folder))
+    results.extend(training_sync_check(device, folder, compile_) for compile_ in ("false", "step-graph"))
     return results
 
 
-def training_sync_check(device: torch.device, folder: Path) -> dict:
+def training_sync_check(device: torch.device, folder: Path, compile_: str) -> dict:
     """Steps 21-70 of the default run's loop (log lines at steps 1 and 100) with every host sync an error."""
     state = {"error": None}
 
@@ -213,16 +214,18 @@ def training_sync_check(device: torch.device, folder: Path) -> dict:
         return None
 
     overrides = ["train.steps=100", "train.log_every=100", "train.snapshot_every=0", f"train.device={device.type}",
-                 "eval.enabled=false", "sample.num_samples=8", "sample.batch_size=8", "sample.steps=2"]  # fmt: skip
+                 f"train.compile={compile_}", "eval.enabled=false", "sample.num_samples=8", "sample.batch_size=8",
+                 "sample.steps=2"]  # fmt: skip
+    what = f"training loop, steps 21-70, compile={compile_}"
     try:
-        run_training("mnist", folder / "sync_check", overrides=overrides, progress=False, callback=watch)
+        run_training("mnist", folder / f"sync_check_{compile_}", overrides=overrides, progress=False, callback=watch)
     except RuntimeError as exc:
         state["error"] = str(exc).splitlines()[0][:300]
     finally:
         torch.cuda.set_sync_debug_mode("default")
     ok = state["error"] is None
-    print(f"sync check  {'training loop, steps 21-70':44} {'ok' if ok else 'FAILED: ' + str(state['error'])}")
-    return {"check": "training loop, steps 21-70", "ok": ok, "error": state["error"]}
+    print(f"sync check  {what:44} {'ok' if ok else 'FAILED: ' + str(state['error'])}")
+    return {"check": what, "ok": ok, "error": state["error"]}
 
 
 # ------------------------------------------------------------------------------------------------ the trainer
@@ -254,8 +257,8 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes and few rounds (a test of the script)")
     parser.add_argument("--parts", default="function,module,sync,trainer", help="which parts to run")
     parser.add_argument("--modes", default="eager,compiled", help="function and module rows: eager, compiled")
-    parser.add_argument("--train-compile", help="train.compile values of the trainer rows (default: false and "
-                        "cudagraphs on CUDA, false and true elsewhere)")  # fmt: skip
+    parser.add_argument("--train-compile", help="train.compile values of the trainer rows (default: false, "
+                        "cudagraphs and step-graph on CUDA, false and true elsewhere)")  # fmt: skip
     parser.add_argument("--train-steps", type=int, default=600, help="steps of each trainer run")
     args = parser.parse_args(argv)
     try:
@@ -269,7 +272,7 @@ def main(argv=None) -> int:
              f"{args.modes!r}")  # fmt: skip
     if args.train_steps < 1:
         fail(f"--train-steps must be >= 1, got {args.train_steps}")
-    default_compile = "false,cudagraphs" if device.type == "cuda" else "false,true"
+    default_compile = "false,cudagraphs,step-graph" if device.type == "cuda" else "false,true"
     train_compile = (args.train_compile or default_compile).split(",")
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
     print(f"device {device} ({name}), torch {torch.__version__}, diffusers {require_diffusers().__version__}")

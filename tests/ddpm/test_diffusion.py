@@ -309,3 +309,18 @@ def test_uniform_draws_are_the_ones_before_lognormal_existed():
     s = diffusion.make_schedule("cosine")
     drawn = diffusion.draw_timesteps(s, 64, torch.Generator().manual_seed(5), "cpu", None)
     assert torch.equal(drawn, torch.randint(0, 1000, (64,), generator=torch.Generator().manual_seed(5)))
+
+
+def test_a_schedule_moved_to_a_device_keeps_its_numbers_and_leaves_the_original_on_the_cpu():
+    schedule = diffusion.make_schedule("cosine", 50)
+    on_meta = schedule.to("meta")  # the shapes and dtypes a GPU copy gets, without a GPU
+    names = ("betas", "model_t", "alphas", "alphas_cumprod", "alphas_cumprod_prev")
+    for name in names:
+        moved, kept = getattr(on_meta, name), getattr(schedule, name)
+        assert moved.device.type == "meta" and moved.dtype == torch.float64 and moved.shape == kept.shape
+        assert kept.device.type == "cpu"
+        assert torch.equal(getattr(schedule.to("cpu"), name), kept)
+    assert on_meta.T == schedule.T and on_meta.integer_time and on_meta.continuous is None
+    x0, t, noise = torch.rand(4, 1, 8, 8), torch.tensor([0, 7, 30, 49]), torch.randn(4, 1, 8, 8)
+    loss = diffusion.training_loss(lambda x, tm: x * 0.5, x0, schedule, t=t, noise=noise)
+    assert torch.equal(diffusion.training_loss(lambda x, tm: x * 0.5, x0, schedule.to("cpu"), t=t, noise=noise), loss)

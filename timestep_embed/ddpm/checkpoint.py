@@ -116,8 +116,11 @@ def flatten_optimizer_state(state_dict: dict, prefix: str = "optim.") -> tuple[d
                 tensors[f"{prefix}state.{pid}.{name}"] = value
             else:
                 plain_state.setdefault(str(pid), {})[name] = value
+    groups = [dict(g) for g in state_dict["param_groups"]]
+    for g in groups:  # a 0-d tensor (the learning rate of a step captured as a CUDA graph) is kept as its number
+        g.update({k: v.item() for k, v in g.items() if isinstance(v, torch.Tensor)})
     meta = {
-        "param_groups": state_dict["param_groups"],
+        "param_groups": groups,
         "plain_state": plain_state,
         "param_ids": [str(pid) for pid in state_dict["state"]],
     }

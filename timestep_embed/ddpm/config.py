@@ -138,7 +138,8 @@ class TrainConfig:
     bf16: bool | Literal["auto"] = "auto"  # bf16 autocast; auto = if the CPU/GPU has fast bf16 kernels
     threads: int | None = None  # CPU threads; null = torch's default (one per physical core)
     device: Device = "auto"
-    compile: bool | Literal["cudagraphs"] = False  # torch.compile the UNet (cudagraphs: and replay it as CUDA graphs)
+    # torch.compile the UNet (cudagraphs: and replay it as CUDA graphs), or step-graph: the whole step as one CUDA graph
+    compile: bool | Literal["cudagraphs", "step-graph"] = False
     seed: int = 0
     log_every: int = 25  # steps between log.jsonl lines
     checkpoint_minutes: float = 5.0  # periodic checkpoint; one is always written at the end

@@ -12,13 +12,15 @@ How the model is called: ``model(x_t, t_model)`` with ``x_t`` ``[B, C, H, W]`` a
 * continuous-time schedules: t in (0, 1] fed as float32 ``1000 * t``.
 
 All tensors of a [`Schedule`][timestep_embed.ddpm.Schedule] are float64 on the CPU, so schedules never drift between
-float32 and float64 copies. Coefficients are gathered where the indices are
-([`gather`][timestep_embed.ddpm.diffusion.gather]: indices drawn on a GPU gather from a copy of the table sent there
-without waiting) and cast to the sample's dtype; a training step and a sampling step make no host sync.
+float32 and float64 copies; training moves one copy to its device once ([`Schedule.to`][timestep_embed.ddpm.Schedule]).
+Coefficients are gathered where the indices are ([`gather`][timestep_embed.ddpm.diffusion.gather]: indices drawn on a
+GPU gather from a copy of a CPU table sent there without waiting) and cast to the sample's dtype; a training step and a
+sampling step make no host sync.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,6 +76,14 @@ class Schedule:
         abar = torch.as_tensor(alphas_cumprod).detach().to("cpu", torch.float64)
         betas = 1 - abar / torch.cat([abar.new_ones(1), abar[:-1]])
         return cls(betas, torch.arange(len(abar), dtype=torch.float64) if model_t is None else model_t, integer_time)
+
+    def to(self, device: torch.device | str) -> Schedule:
+        """This schedule with its tables on ``device`` (float64; float32 on MPS), for a training loop: its steps then
+        gather from the device's copy and send nothing from the host (a step captured as a CUDA graph must not)."""
+        moved, device = copy.copy(self), torch.device(device)
+        for name in ("betas", "model_t", "alphas", "alphas_cumprod", "alphas_cumprod_prev"):
+            object.__setattr__(moved, name, getattr(self, name).to(device, wide_dtype(device)))
+        return moved
 
     @property
     def T(self) -> int:  # noqa: N802 - the paper's symbol

@@ -175,7 +175,8 @@ class TrainingLog:
     def step(self, step: int, loss: torch.Tensor, lr: float, grad_norm, elapsed: float) -> None:
         """After each step: the loss added on the device; at a log line (every rank reads, rank 0 writes) the
         window's mean loss, the gradient norm and the rate."""
-        self.loss_sum = loss.detach() if self.loss_sum is None else self.loss_sum + loss.detach()
+        # a copy: a step replayed as a CUDA graph writes its next loss into the same tensor
+        self.loss_sum = loss.detach().clone() if self.loss_sum is None else self.loss_sum + loss.detach()
         if step % self.t.log_every == 0 or step == 1:
             self._line(step, lr, grad_norm, elapsed)
         self.bar.update(1 if self.t.steps else min(round(elapsed), self.bar.total) - self.bar.n)

@@ -4,7 +4,7 @@
 [`setup`][timestep_embed.ddpm.runtime.setup] also joins torchrun's process group when ``RANK`` / ``WORLD_SIZE`` /
 ``LOCAL_RANK`` are set (gloo on CPU, nccl on CUDA). Devices: ``"auto"`` picks CUDA, then Apple's MPS, then the CPU.
 [`Runtime.autocast`][timestep_embed.ddpm.runtime.Runtime.autocast] is the one bf16 autocast that training, sampling and
-the scripts use.
+the scripts use. [`GraphedStep`][timestep_embed.ddpm.runtime.GraphedStep] replays a training step as one CUDA graph.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
@@ -37,6 +38,8 @@ __all__ = [
     "setup",
     "cleanup",
     "broadcast_float",
+    "GraphedStep",
+    "set_lr",
     "launch",
 ]
 
@@ -155,6 +158,74 @@ def broadcast_float(value: float, rt: Runtime) -> float:
     t = torch.tensor([value], dtype=torch.float64, device=rt.device)
     dist.broadcast(t, 0)
     return float(t.item())
+
+
+class GraphedStep:
+    """``step(key)`` replayed as one CUDA graph per ``key`` (``train.compile: step-graph``): a training step's batch
+    draw, loss, backward, gradient clipping and optimizer update in one launch, with no Python between its kernels.
+
+    PyTorch's recipe for whole-network capture (the CUDA semantics notes, "Whole-network capture"): the first
+    ``warmup`` calls run eagerly on a side stream (cuDNN's autotuning and the optimizer's state are made there);
+    the next call captures the step, and that call and every later one replay it. A new ``key`` (a consistency
+    stage, which the step reads as a Python number) captures again. What changes from step to step is on the device:
+    the optimizer's learning rate becomes a 0-d tensor that the loop fills (``capturable`` updates read it there) and
+    the random draws come from ``generator``, registered with the graph. The returned tensors are the graph's
+    outputs: the next step overwrites them. ``step`` must make no host sync and read no CPU tensor."""
+
+    def __init__(self, step: Callable[[int], tuple[torch.Tensor, ...]], optimizer: torch.optim.Optimizer,
+                 generator: torch.Generator, warmup: int = 3):  # fmt: skip
+        self.step, self.optimizer, self.generator, self.warmup = step, optimizer, generator, warmup
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.key: int | None = None
+        self.out: tuple[torch.Tensor, ...] = ()
+
+    def __call__(self, key: int) -> tuple[torch.Tensor, ...]:
+        if self.warmup > 0:
+            self.warmup -= 1
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                out = self.step(key)
+            torch.cuda.current_stream().wait_stream(side)
+            return out
+        if self.graph is None or key != self.key:
+            self._capture(key)
+        assert self.graph is not None
+        self.graph.replay()
+        return self.out
+
+    def _capture(self, key: int) -> None:
+        self.graph, self.out = None, ()  # the last key's graph and its memory go first
+        for group in self.optimizer.param_groups:
+            lr = group["lr"]
+            group["lr"] = lr if isinstance(lr, torch.Tensor) else torch.tensor(lr, device=self.generator.device)
+            group["capturable"] = True
+        graph = torch.cuda.CUDAGraph()
+        register = getattr(graph, "register_generator_state", None)
+        if register is not None:  # the torch versions that need a non-default generator registered have this
+            with warnings.catch_warnings():  # and newer ones, which register it themselves, may call it deprecated
+                warnings.simplefilter("ignore", FutureWarning)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                register(self.generator)
+        self.optimizer.zero_grad(set_to_none=True)  # the gradients are made in the graph's memory
+        try:
+            with torch.cuda.graph(graph):
+                out = self.step(key)
+        except RuntimeError as exc:
+            raise RuntimeError(
+                f"train.compile = 'step-graph': the training step could not be captured as one CUDA graph ({exc}); "
+                "train.compile = false or cudagraphs trains without capturing it"
+            ) from exc
+        self.graph, self.key, self.out = graph, key, out
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Every parameter group's learning rate: a 0-d tensor (a captured step reads it on the device) is filled."""
+    for group in optimizer.param_groups:
+        if isinstance(group["lr"], torch.Tensor):
+            group["lr"].fill_(lr)
+        else:
+            group["lr"] = lr
 
 
 def launch(nproc: int, argv: Sequence[str]) -> int:

@@ -35,7 +35,7 @@ from .diffusion import schedule_from_config, training_loss
 from .evaluate import score
 from .runfolder import kept_results, run_config_for, starting
 from .runlog import TrainingDiverged, TrainingLog, save_loss_curve, save_samples_png
-from .runtime import Runtime, broadcast_float, cleanup, setup
+from .runtime import GraphedStep, Runtime, broadcast_float, cleanup, set_lr, setup
 from .schema import ConfigError, to_dict
 from .trained import describe_sampling, generate, load_model, progress_snapshot
 from .unet import UNet, check_fits
@@ -56,7 +56,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 # Called after every step with (step, model, ema, loss); returning True stops the run as Ctrl-C would. The loss is
-# the step's 0-d tensor, on the device: reading it (float(loss)) waits for the device, so read it only when needed.
+# the step's 0-d tensor, on the device: reading it (float(loss)) waits for the device, so read it only when needed;
+# with train.compile: step-graph the next step overwrites it (keep a clone, not the tensor).
 Callback = Callable[[int, nn.Module, nn.Module, torch.Tensor], "bool | None"]
 
 
@@ -111,10 +112,11 @@ class Budget:
 
 
 def compiled(model: nn.Module, option: bool | str) -> nn.Module:
-    """``train.compile``: ``model`` itself (False), ``torch.compile(model)`` (True: inductor's fused kernels), or
-    with ``mode="reduce-overhead"`` (``"cudagraphs"``: those kernels replayed as CUDA graphs, one launch a graph;
-    on other devices the same as True). The compiled module shares the weights; the first steps compile."""
-    if option is False:
+    """``train.compile``: ``model`` itself (False, and ``"step-graph"``, which captures the whole step instead:
+    [`GraphedStep`][timestep_embed.ddpm.runtime.GraphedStep]), ``torch.compile(model)`` (True: inductor's fused
+    kernels), or with ``mode="reduce-overhead"`` (``"cudagraphs"``: those kernels replayed as CUDA graphs, one launch a
+    graph; on other devices the same as True). The compiled module shares the weights; the first steps compile."""
+    if option is False or option == "step-graph":
         return model
     return torch.compile(model, mode="reduce-overhead" if option == "cudagraphs" else None)  # type: ignore[return-value]
 
@@ -142,7 +144,7 @@ def train_loop(
     # Data: the whole training split sits on the device; each rank samples from its own shard.
     x_all, _ = load_mnist(cfg.data.source, "train", cfg.data.pad_to_32)
     data, batch = x_all[rt.rank :: rt.world_size].to(rt.device), t.batch_size // rt.world_size
-    schedule = schedule_from_config(d)
+    schedule = schedule_from_config(d).to(rt.device)  # its tables on the device: a step sends nothing from the host
     # Model, EMA copy (float32, never trained), optimizer, and the generator behind every random draw.
     torch.manual_seed(t.seed)
     ema = copy.deepcopy(model).requires_grad_(False).eval()
@@ -155,6 +157,29 @@ def train_loop(
     warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
     net = compiled(ddp, t.compile)  # the same module (and weights) behind torch.compile's kernels
     params, ema_params = list(model.parameters()), list(ema.parameters())  # walked once, not every step
+
+    def one_step(stage: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Batch, loss, backward, clip, AdamW: (loss, gradient norm), both on the device."""
+        # Batch: x0 from the data; t and eps are drawn inside the loss (Ho et al. Algorithm 1).
+        x0 = data[torch.randint(0, len(data), (batch,), generator=gen, device=rt.device)]
+        if t.compile == "cudagraphs":
+            torch.compiler.cudagraph_mark_step_begin()  # a new step: the last step's graph outputs are spent
+        with rt.autocast():
+            if c is None:
+                loss = training_loss(net, x0, schedule, generator=gen, prediction=d.prediction,
+                                     min_snr_gamma=d.min_snr_gamma, lognormal=d.lognormal)  # fmt: skip
+            else:  # consistency: its r(t) moves towards t stage by stage
+                loss = consistency_loss(net, x0, schedule, c, stage, teacher=teacher, generator=gen,
+                                        prediction=d.prediction)  # fmt: skip
+        # Backward, clip, step. DDP averages the gradients over ranks during backward().
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = nn.utils.clip_grad_norm_(params, t.grad_clip)
+        opt.step()
+        return loss.detach(), grad_norm
+
+    # train.compile: step-graph replays one_step as one CUDA graph (run_training checks: one process on CUDA)
+    run_step = GraphedStep(one_step, opt, gen) if t.compile == "step-graph" else one_step
     logbook = TrainingLog(out_dir if rt.is_main else None, t, step, elapsed, show=progress)
     last_checkpoint, interrupted = time.time(), False
     done = budget.progress(step) >= 1  # a finished run resumed trains nothing more
@@ -163,25 +188,9 @@ def train_loop(
             # Learning rate: linear warmup, then cosine decay over the budget (steps or the clock).
             used = budget.progress(step)
             lr = lr_at(used, step, t)
-            for group in opt.param_groups:
-                group["lr"] = lr
-            # Batch: x0 from the data; t and eps are drawn inside the loss (Ho et al. Algorithm 1).
-            x0 = data[torch.randint(0, len(data), (batch,), generator=gen, device=rt.device)]
-            if t.compile == "cudagraphs":
-                torch.compiler.cudagraph_mark_step_begin()  # a new step: the last step's graph outputs are spent
-            with rt.autocast():
-                if c is None:
-                    loss = training_loss(net, x0, schedule, generator=gen, prediction=d.prediction,
-                                         min_snr_gamma=d.min_snr_gamma, lognormal=d.lognormal)  # fmt: skip
-                else:  # consistency: its r(t) moves towards t in c.stages stages over the budget
-                    stage = min(int(used * c.stages), c.stages - 1)
-                    loss = consistency_loss(net, x0, schedule, c, stage, teacher=teacher, generator=gen,
-                                            prediction=d.prediction)  # fmt: skip
-            # Backward, clip, step. DDP averages the gradients over ranks during backward().
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = nn.utils.clip_grad_norm_(params, t.grad_clip)
-            opt.step()
+            set_lr(opt, lr)
+            # The step; consistency's r(t) moves towards t in c.stages stages over the budget.
+            loss, grad_norm = run_step(0 if c is None else min(int(used * c.stages), c.stages - 1))
             # EMA with warmup, so a short run averages its last part rather than its random start.
             update_ema(ema_params, params, step, t.ema_decay)
             step += 1
@@ -189,7 +198,7 @@ def train_loop(
             logbook.step(step, loss, lr, grad_norm, budget.elapsed)
             # The budget; a look at the EMA every snapshot_every steps; a checkpoint every checkpoint_minutes.
             done = budget.progress(step) >= 1
-            if callback is not None and callback(step, model, ema, loss.detach()):
+            if callback is not None and callback(step, model, ema, loss):
                 break
             if rt.is_main and t.snapshot_every and step % t.snapshot_every == 0:
                 look, how = progress_snapshot(ema, cfg, rt)
@@ -255,6 +264,9 @@ def run_training(
     try:
         if cfg.train.batch_size % rt.world_size:
             raise ValueError(f"train.batch_size = {cfg.train.batch_size}: not divisible by {rt.world_size} processes")
+        if cfg.train.compile == "step-graph" and (rt.device.type != "cuda" or rt.world_size > 1):
+            raise ConfigError(f"train.compile = 'step-graph' captures the training step as a CUDA graph: it needs one "
+                              f"process on CUDA, not {rt.world_size} on {rt.device.type}")  # fmt: skip
         torch.manual_seed(cfg.train.seed)  # model init: identical on every rank
         model = UNet(cfg.model, time_embedder).to(rt.device)
         if teacher is not None:

@@ -1,0 +1,137 @@
+"""``train.compile: step-graph``: the training step replayed as one CUDA graph.
+
+On a CPU the loop runs with a stand-in for ``torch.cuda``'s graph API whose capture runs the step once and whose
+replays run it again, writing into the captured outputs as a real replay does: the loop's part (the learning rate
+filled on the device, the EMA outside the graph, outputs that the next step overwrites, a capture per consistency
+stage) must then train exactly as the eager loop. On CUDA the real capture is compared with the eager loop."""
+
+import contextlib
+import json
+
+import pytest
+import torch
+
+from timestep_embed.cli import main
+from timestep_embed.ddpm import ConfigError, RunConfig, UNet, run_training
+from timestep_embed.ddpm import runtime as runtime_module
+from timestep_embed.ddpm import train as train_module
+from timestep_embed.ddpm.checkpoint import load_training_state
+from timestep_embed.ddpm.runtime import GraphedStep, Runtime
+
+from .test_train import SMOKE, _weights, fast
+
+STEPS = ["train.steps=12", "train.log_every=3", "train.snapshot_every=0", "train.warmup_steps=4"]
+
+
+class StandInGraph:
+    """A CUDA graph's bookkeeping on a CPU: the capture ran the step, so the first replay does nothing; each later
+    replay runs the step again and copies its results into the captured outputs."""
+
+    made: list = []
+
+    def __init__(self):
+        self.fresh, self.generators = True, []
+        StandInGraph.made.append(self)
+
+    def register_generator_state(self, generator):
+        self.generators.append(generator)
+
+    def replay(self):
+        if self.fresh:
+            self.fresh = False
+            return
+        owner = self.owner
+        for static, new in zip(owner.out, owner.step(owner.key), strict=True):
+            static.copy_(new)
+
+
+@pytest.fixture
+def stand_in_cuda(monkeypatch):
+    """torch.cuda's streams and graphs as the stand-ins; each graph learns which GraphedStep captured it."""
+    StandInGraph.made = []
+    capture = GraphedStep._capture
+
+    def capture_and_remember(self, key):
+        capture(self, key)
+        self.graph.owner = self
+
+    stream = type("Stream", (), {"wait_stream": lambda self, other: None})
+    monkeypatch.setattr(torch.cuda, "Stream", stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", stream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", StandInGraph)
+    monkeypatch.setattr(torch.cuda, "graph", lambda g: contextlib.nullcontext())
+    monkeypatch.setattr(GraphedStep, "_capture", capture_and_remember)
+    return StandInGraph
+
+
+def train(tmp_path, name, overrides, consistency=False):
+    cfg = RunConfig.load(SMOKE, fast(*STEPS, *overrides))
+    if consistency:  # distil's config (method ect: no teacher), two stages over the budget
+        cfg = train_module.distill_config(cfg, [*fast(*STEPS, *overrides), "consistency.stages=2"])
+    torch.manual_seed(cfg.train.seed)
+    model = UNet(cfg.model)
+    ema, stats = train_module.train_loop(cfg, Runtime(torch.device("cpu")), model, tmp_path / name, progress=False)
+    log = [json.loads(line) for line in (tmp_path / name / "log.jsonl").read_text().splitlines()]
+    return model, ema, [(r["step"], r["loss"], r["lr"]) for r in log if "loss" in r]
+
+
+@pytest.mark.parametrize("consistency", [False, True], ids=["denoising", "consistency"])
+def test_a_replayed_step_trains_as_the_eager_step(tmp_path, stand_in_cuda, consistency):
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    eager = train(tmp_path, "a", [], consistency)
+    graphed = train(tmp_path, "b", ["train.compile=step-graph"], consistency)
+    # equal but for the learning rate's rounding: a float32 tensor in the graphed step, a Python float eagerly
+    for a, b in zip(eager[0].state_dict().values(), graphed[0].state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+    for a, b in zip(eager[1].parameters(), graphed[1].parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+    assert [s for s, *_ in eager[2]] == [s for s, *_ in graphed[2]] == [1, 3, 6, 9, 12]
+    for (_, loss_a, lr_a), (_, loss_b, lr_b) in zip(eager[2], graphed[2], strict=True):
+        assert loss_b == pytest.approx(loss_a, rel=1e-5) and lr_b == pytest.approx(lr_a, rel=1e-6)
+    graphs = stand_in_cuda.made
+    assert len(graphs) == (2 if consistency else 1)  # a capture per consistency stage
+    assert all(len(g.generators) == 1 for g in graphs)  # the step's generator is registered with each graph
+    # the checkpoint holds the learning rate as a number, and resumes into an optimizer
+    state = load_training_state(tmp_path / "b" / "checkpoint.safetensors", *_blank(graphed[0]))
+    assert state[0] == 12
+
+
+def _blank(model):
+    twin = UNet(RunConfig.load(SMOKE).model)
+    twin.load_state_dict(model.state_dict())
+    ema = UNet(RunConfig.load(SMOKE).model)
+    opt = train_module.adamw(twin.parameters(), 1e-3)
+    return twin, ema, opt, torch.Generator()
+
+
+def test_the_learning_rate_is_filled_on_the_device_once_captured():
+    net = torch.nn.Linear(3, 2)
+    opt = train_module.adamw(net.parameters(), 1e-3)
+    runtime_module.set_lr(opt, 2e-3)
+    assert opt.param_groups[0]["lr"] == 2e-3
+    opt.param_groups[0]["lr"] = torch.tensor(2e-3)
+    held = opt.param_groups[0]["lr"]
+    runtime_module.set_lr(opt, 5e-4)
+    assert opt.param_groups[0]["lr"] is held and held.item() == pytest.approx(5e-4)
+
+
+def test_step_graph_needs_one_process_on_cuda(tmp_path, capsys):
+    with pytest.raises(ConfigError, match="step-graph.*one process on CUDA, not 1 on cpu"):
+        run_training(SMOKE, tmp_path / "x", overrides=fast("train.compile=step-graph"), progress=False)
+    assert not (tmp_path / "x").exists()
+    code = main(["train", "--config", SMOKE, "--out-dir", str(tmp_path / "y"), "--quiet", "train.compile=step-graph"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "train.compile = 'step-graph'" in err[0]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_the_captured_step_trains_as_the_eager_step(tmp_path):
+    for mode in ("false", "step-graph"):
+        metrics = run_training(SMOKE, tmp_path / mode, progress=False, overrides=[
+            *fast("train.device=cuda", "train.bf16=false"), *STEPS, f"train.compile={mode}"])  # fmt: skip
+        assert metrics["finished"] and metrics["train_steps"] == 12
+    (eager, _), (graphed, _) = _weights(tmp_path / "false"), _weights(tmp_path / "step-graph")
+    for key in eager:  # the same kernels and draws; cuDNN may pick other algorithms in each run
+        torch.testing.assert_close(graphed[key], eager[key], rtol=1e-3, atol=1e-4, msg=key)
