@@ -15,7 +15,6 @@ import numpy as np
 
 from ..checks import check_bool, check_real
 from ..conventions import Convention, resolve_convention
-from ..guards import check_dim
 from ..sinusoidal import frequencies_np
 from .properties import positions_array
 
@@ -82,7 +81,6 @@ def frequency_coverage(
         raise ValueError(f"max_slow_share must be in [0, 1] (a share of the frequencies), got {max_slow_share!r}")
     warn = check_bool(warn, "warn")
     conv = resolve_convention(convention)
-    check_dim(dim, conv.freq_shift)
     freqs = frequencies_np(dim, conv.freq_shift, conv.max_period)
     angular = abs(conv.scale) * freqs
     over_range = angular * (t_max - t_min) / (2 * math.pi)

@@ -43,7 +43,6 @@ PRECISIONS = ("float64", "float32", "float32_precise")
 
 def angular_frequencies(dim: int, conv: Convention) -> np.ndarray:
     """``s * w_k`` [h]: the phase advance per unit of the fed value, float64."""
-    check_dim(dim, conv.freq_shift)
     return conv.scale * frequencies_np(dim, conv.freq_shift, conv.max_period)
 
 

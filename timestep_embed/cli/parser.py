@@ -91,9 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. train.minutes=2")
     p.add_argument(
-        "--config",
-        default=DEFAULT_CONFIG,
-        help=f"a shipped config ({', '.join(shipped_configs())}) or a YAML file",
+        "--config", default=DEFAULT_CONFIG, help=f"a shipped config ({', '.join(shipped_configs())}) or a YAML file"
     )
     p.add_argument("--device", default=None, choices=DEVICES, help="where to train (train.device)")
     p.add_argument("--out-dir", default=None, help="run folder (default: train.out_dir of the config)")
@@ -154,12 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-references", action="store_true", help="skip the real-vs-real and noise rows")
     default = ClassifierConfig()
     for name in ("epochs", "width", "seed"):
-        p.add_argument(
-            f"--classifier-{name}",
-            type=int,
-            default=getattr(default, name),
-            help=f"evaluator {name}",
-        )
+        p.add_argument(f"--classifier-{name}", type=int, default=getattr(default, name), help=f"evaluator {name}")
 
     p = command(
         "compare",

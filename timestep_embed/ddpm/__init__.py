@@ -29,61 +29,22 @@ from .evaluate import evaluate_samples, format_report, frechet_distance, score
 from .runlog import TrainingDiverged
 from .runtime import Runtime
 from .schema import ConfigError
-from .train import (
-    Callback,
-    adamw,
-    distill_config,
-    distill_run,
-    run_training,
-    train_loop,
-    update_ema,
-)
+from .train import Callback, adamw, distill_config, distill_run, run_training, train_loop, update_ema
 from .trained import describe_sampling, export_run, generate, load_model, sample_run
 from .unet import UNet, UNetConfig
 
+# fmt: off
 __all__ = [
-    "RunConfig",
-    "DataConfig",
-    "UNetConfig",
-    "DiffusionConfig",
-    "TrainConfig",
-    "SampleConfig",
-    "EvalConfig",
-    "ClassifierConfig",
-    "ConsistencyConfig",
-    "DEFAULT_CONFIG",
-    "describe_keys",
-    "shipped_configs",
-    "ConfigError",
-    "CheckpointError",
-    "DataError",
-    "Busy",
-    "UNet",
-    "Runtime",
-    "Schedule",
-    "make_schedule",
-    "schedule_from_config",
-    "training_loss",
-    "consistency_function",
-    "consistency_loss",
-    "generate",
-    "describe_sampling",
-    "load_mnist",
-    "load_classifier",
-    "evaluate_samples",
-    "score",
-    "frechet_distance",
+    # configs and the errors of bad input
+    "RunConfig", "DataConfig", "UNetConfig", "DiffusionConfig", "TrainConfig", "SampleConfig", "EvalConfig",
+    "ClassifierConfig", "ConsistencyConfig", "DEFAULT_CONFIG", "describe_keys", "shipped_configs", "run_config",
+    "ConfigError", "CheckpointError", "DataError", "Busy",
+    # the model, the diffusion math, the data and the evaluator
+    "UNet", "Runtime", "Schedule", "make_schedule", "schedule_from_config", "training_loss", "consistency_function",
+    "consistency_loss", "load_mnist", "load_classifier", "evaluate_samples", "score", "frechet_distance",
     "format_report",
-    "Callback",
-    "adamw",
-    "update_ema",
-    "TrainingDiverged",
-    "train_loop",
-    "run_training",
-    "distill_config",
-    "distill_run",
-    "run_config",
-    "load_model",
-    "export_run",
-    "sample_run",
+    # a run: train, distil, sample, load, export
+    "Callback", "adamw", "update_ema", "TrainingDiverged", "train_loop", "run_training", "distill_config",
+    "distill_run", "generate", "describe_sampling", "load_model", "export_run", "sample_run",
 ]
+# fmt: on

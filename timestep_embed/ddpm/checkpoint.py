@@ -78,15 +78,11 @@ def read_metadata(path: str | os.PathLike) -> dict:
     return _metadata(Path(path), read_safetensors_header(path).get("__metadata__") or {})
 
 
-def load_checkpoint(
-    path: str | os.PathLike, device: str | torch.device = "cpu"
-) -> tuple[dict[str, torch.Tensor], dict]:
+def load_checkpoint(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict]:
     """``(tensors, metadata)`` of a file written by [`save_checkpoint`][timestep_embed.ddpm.checkpoint.save_checkpoint]
     (any safetensors file works; its metadata is then ``{}``). Raises
     [`CheckpointError`][timestep_embed.ddpm.CheckpointError] naming the file."""
     tensors, header_metadata = load_safetensors(path)
-    if str(device) != "cpu":
-        tensors = {k: v.to(device) for k, v in tensors.items()}
     return tensors, _metadata(Path(path), header_metadata)
 
 
@@ -119,11 +115,7 @@ def flatten_optimizer_state(state_dict: dict, prefix: str = "optim.") -> tuple[d
     groups = [dict(g) for g in state_dict["param_groups"]]
     for g in groups:  # a 0-d tensor (the learning rate of a step captured as a CUDA graph) is kept as its number
         g.update({k: v.item() for k, v in g.items() if isinstance(v, torch.Tensor)})
-    meta = {
-        "param_groups": groups,
-        "plain_state": plain_state,
-        "param_ids": [str(pid) for pid in state_dict["state"]],
-    }
+    meta = {"param_groups": groups, "plain_state": plain_state, "param_ids": [str(pid) for pid in state_dict["state"]]}
     return tensors, json.loads(json.dumps(meta))  # fail here, not at save time, if not JSON-able
 
 

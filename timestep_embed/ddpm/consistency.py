@@ -24,21 +24,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar, Literal, get_args
+from typing import ClassVar, Literal
 
 import torch
 
-from .diffusion import (
-    Model,
-    Schedule,
-    coef,
-    gather,
-    index_at_sigma,
-    log_sigma_table,
-    predict_x0_eps,
-    randn,
-    wide_dtype,
-)
+from .diffusion import Model, Schedule, coef, gather, index_at_sigma, log_sigma_table, predict_x0_eps, randn, wide_dtype
 from .schema import check_section
 
 __all__ = [
@@ -52,7 +42,6 @@ __all__ = [
 ]
 
 Method = Literal["ect", "cd"]  # consistency tuning (the data's own noise) or distillation (the teacher's ODE step)
-METHODS = get_args(Method)
 Weighting = Literal["gap", "edm"]  # 1 / (t - r) (iCT, ECT) or 1 / t^2 + 1 / sigma_data^2 (EDM's lambda)
 
 

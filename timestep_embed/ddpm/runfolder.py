@@ -14,7 +14,7 @@ A run folder holds ``config.yaml``, ``checkpoint.safetensors`` ([`checkpoint`][t
 * A failed start: [`starting`][timestep_embed.ddpm.runfolder.starting] holds the folder and, until the run's first
   training step, puts it back as it was when the start fails (an ``--overwrite``'s previous run waits in `ASIDE`).
 * What is made again: [`kept_results`][timestep_embed.ddpm.runfolder.kept_results] says which of a finished run's
-  results still match its config, [`drop_log_lines_after`][timestep_embed.ddpm.runfolder.drop_log_lines_after]
+  results still match its config, [`drop_log_lines_after`][timestep_embed.ddpm.runlog.drop_log_lines_after]
   trims the log to the checkpoint before a resume, and [`run_config_for`][timestep_embed.ddpm.runfolder.run_config_for]
   picks a resume's config (the checkpoint's own by default).
 

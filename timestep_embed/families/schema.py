@@ -194,11 +194,6 @@ class TimestepContract:
         if self.pipeline_cast not in (None, "before", "after"):
             raise ValueError(f"pipeline_cast must be None, 'before' or 'after', got {self.pipeline_cast!r}")
 
-    def model_range(self) -> tuple[float, float]:
-        """The range of the model's ``timestep`` argument over a sampling run."""
-        ends = self.to_model(torch.tensor(self.raw_range, dtype=torch.float64))
-        return float(ends.min()), float(ends.max())
-
     def value_range(self, dtype: torch.dtype = torch.float32) -> tuple[float, float]:
         """The range of the value inside the sinusoid over a sampling run, in a model of ``dtype``."""
         ends = self.sinusoid_input(torch.tensor(self.raw_range, dtype=torch.float64), dtype)

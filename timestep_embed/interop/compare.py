@@ -28,6 +28,7 @@ from ..checks import check_bool, check_int
 from ..conventions import PRESETS, Convention, convention_to_diffusers, layout_permutation
 from ..files import atomic_write_bytes
 from ..guards import check_dim
+from ..progress import progress as progress_bar
 from ..sinusoidal import LowPrecisionTimestepWarning, sinusoidal_embedding, sinusoidal_embedding_np
 from .patch import require_diffusers
 
@@ -108,12 +109,13 @@ def run_comparison(presets=BASE_PRESETS, dims=DIMS, n: int = 256, *, progress: b
     presets, dims = _check_arguments(presets, dims, n)
     progress = check_bool(progress, "progress")
     jobs = [(p, d, k, dt) for p in presets for d in dims for k, (_, dtypes) in KINDS.items() for dt in dtypes]
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover
-        tqdm = None
-    iterator = tqdm(jobs, desc="compare", disable=not progress) if tqdm else jobs
-    return [compare_row(p, d, k, dt, n) for p, d, k, dt in iterator]
+    bar = progress_bar(len(jobs), "compare", "row", enabled=progress)
+    rows = []
+    for job in jobs:
+        rows.append(compare_row(*job, n))
+        bar.update()
+    bar.close()
+    return rows
 
 
 def to_markdown(rows: list[dict]) -> str:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from ..checks import check_float_dtype, check_int
 from ..conventions import Convention
 from ..families import TimestepContract, contract_for, get_contract
 from ..sinusoidal import frequencies
@@ -143,10 +144,9 @@ def schedule_precision(
             the model is loaded in it), so a pipeline that casts the timestep to them rounds it there.
     """
     contract = _contract_of(family)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
-    if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool) or dim < 2):
-        raise ValueError(f"dim must be an int >= 2, got {dim!r}")
+    check_float_dtype(dtype)
+    if dim is not None:
+        check_int(dim, "dim", 2)
     if isinstance(schedule, torch.Tensor):
         raw, described = schedule.flatten(), "the given values"
     else:

@@ -168,10 +168,7 @@ class TimestepEmbedder(nn.Module):
             convention: the sinusoid, overriding the layout's; a diffusers UNet's state dict does
                 not say (``flip_sin_to_cos`` and ``freq_shift`` are in its config): pass this or
                 ``family``, or use `from_pretrained` on its folder.
-            family: the contract family (``"stable_diffusion"``, ``"ddpm"``, ``"flux_dev"`` ...) to
-                pick a layout among those that fit.
-            layout: ``"auto"`` or a name in ``LAYOUTS``.
-            prefix: what the network's keys start with; None tries the known ones.
+            family, layout, prefix: as [`find_time_paths`][timestep_embed.nn.find_time_paths] takes them.
             which: the MLP to load (default the model's main time path, ``"timestep"``).
             options: ``time_input``, ``num_timesteps``, ``time_proj`` (replaces the layout's sinusoid),
                 ``act`` and ``post_act`` (the MLP's activations, which the weights do not say: a diffusers
@@ -184,8 +181,6 @@ class TimestepEmbedder(nn.Module):
                 f"{unknown} cannot be set (options are time_input, num_timesteps, time_proj, act, post_act; "
                 "the sinusoid: convention=)"
             )
-        if not isinstance(state_dict, Mapping):
-            raise TypeError(f"state_dict must be a mapping of names to tensors, got {type(state_dict).__name__}")
         if not isinstance(which, str):
             raise TypeError(f"which must be the label of an MLP ('timestep', 'guidance' ...), got {which!r}")
         match = find_time_paths(state_dict, family=family, layout=layout, prefix=prefix)

@@ -32,12 +32,8 @@ class SinusoidalEmbedding(nn.Module):
         dim: output width (odd widths end with a zero column, unless ``pad_odd=False``).
         convention: preset name or [`Convention`][timestep_embed.Convention]; default ``"adm"`` (``[cos | sin]``, shift
             0).
-        layout: override ``convention.layout`` (``"concat"`` or ``"interleaved"``).
-        first: override ``convention.first`` (``"sin"`` or ``"cos"``).
-        freq_shift: override ``convention.freq_shift``.
-        max_period: override ``convention.max_period``.
-        scale: override ``convention.scale``.
-        gain: override ``convention.gain``.
+        layout, first, freq_shift, max_period, scale, gain: override that field of ``convention``
+            (``layout``: ``"concat"`` or ``"interleaved"``; ``first``: ``"sin"`` or ``"cos"``).
         precise: float64 phase and sin/cos, rounded once (see the core).
         num_timesteps: T of the integer-step cache (None: no cache).
         pad_odd: False: an odd ``dim`` gives ``dim - 1`` columns (lucidrains, EDM); see `out_dim`.
@@ -62,13 +58,7 @@ class SinusoidalEmbedding(nn.Module):
     ):
         super().__init__()
         self.convention = resolve_convention(
-            convention,
-            layout=layout,
-            first=first,
-            freq_shift=freq_shift,
-            max_period=max_period,
-            scale=scale,
-            gain=gain,
+            convention, layout=layout, first=first, freq_shift=freq_shift, max_period=max_period, scale=scale, gain=gain
         )
         precise = check_bool(precise, "precise")
         check_options(dim, self.convention, precise=precise)
