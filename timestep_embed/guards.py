@@ -162,9 +162,11 @@ def reads_values(t: torch.Tensor) -> bool:
 
 def cacheable(t: torch.Tensor) -> bool:
     """Whether a cache may keep ``t``: a real tensor that works in every later mode, not an inference
-    tensor (autograd cannot save those), not a fake or functional one, without autograd history.
+    tensor (autograd cannot save those), not a fake or functional one, without autograd history, not made while a
+    CUDA graph is captured (its values exist only once the graph is replayed).
     Caches build their entries under ``torch.inference_mode(False)`` and keep them only when this holds."""
-    return not (t.is_inference() or t.requires_grad or graph_mode(t))
+    capturing = t.is_cuda and torch.cuda.is_current_stream_capturing()
+    return not (t.is_inference() or t.requires_grad or graph_mode(t) or capturing)
 
 
 # ------------------------------------------------------------------------------ the values

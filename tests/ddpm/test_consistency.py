@@ -125,6 +125,21 @@ def test_the_loss_trains_only_the_t_branch():
     assert net.weight.grad is not None and torch.isfinite(net.weight.grad).all()
 
 
+def test_under_the_runs_bf16_autocast_every_weight_of_the_student_gets_its_gradient():
+    """The target pass runs under no_grad first; autocast's cache of bf16 weight copies would hand those copies,
+    with no way back to the weights, to the prediction pass (torch 2.2 does): the run's autocast keeps no cache."""
+    rt = Runtime(torch.device("cpu"), bf16=True)
+    with rt.autocast():
+        assert not torch.is_autocast_cache_enabled()
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.SiLU(), torch.nn.Conv2d(4, 1, 3, padding=1))
+    with rt.autocast():
+        loss = consistency_loss(lambda x, t: net(x), torch.rand(4, 1, 6, 6), COSINE, ConsistencyConfig(), 0,
+                                generator=torch.Generator().manual_seed(0))  # fmt: skip
+    loss.backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in net.parameters())
+
+
 def test_levels_are_geometric_and_checked():
     levels = consistency_levels(4, 10.0, 0.5)
     assert levels[0] == 10.0 and levels[-1] == pytest.approx(0.5)

@@ -113,8 +113,10 @@ def flatten_optimizer_state(state_dict: dict, prefix: str = "optim.") -> tuple[d
             else:
                 plain_state.setdefault(str(pid), {})[name] = value
     groups = [dict(g) for g in state_dict["param_groups"]]
-    for g in groups:  # a 0-d tensor (the learning rate of a step captured as a CUDA graph) is kept as its number
+    for g in groups:  # a step captured as a CUDA graph sets a tensor lr and capturable: how a run steps, not state
         g.update({k: v.item() for k, v in g.items() if isinstance(v, torch.Tensor)})
+        if "capturable" in g:
+            g["capturable"] = False
     meta = {"param_groups": groups, "plain_state": plain_state, "param_ids": [str(pid) for pid in state_dict["state"]]}
     return tensors, json.loads(json.dumps(meta))  # fail here, not at save time, if not JSON-able
 

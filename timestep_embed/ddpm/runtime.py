@@ -73,10 +73,11 @@ class Runtime:
         return self.rank == 0
 
     def autocast(self):
-        """bf16 autocast on this device when enabled, else a no-op context."""
+        """bf16 autocast on this device when enabled, else a no-op context. No cache of bf16 weight copies: older torch
+        (2.2) gave one made under no_grad to the next pass, whose weights then got no gradient (pytorch#112583)."""
         if not self.bf16:
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, cache_enabled=False)
 
 
 def cpu_bf16_supported() -> bool:
@@ -164,13 +165,12 @@ class GraphedStep:
     """``step(key)`` replayed as one CUDA graph per ``key`` (``train.compile: step-graph``): a training step's batch
     draw, loss, backward, gradient clipping and optimizer update in one launch, with no Python between its kernels.
 
-    PyTorch's recipe for whole-network capture (the CUDA semantics notes, "Whole-network capture"): the first
-    ``warmup`` calls run eagerly on a side stream (cuDNN's autotuning and the optimizer's state are made there);
-    the next call captures the step, and that call and every later one replay it. A new ``key`` (a consistency
-    stage, which the step reads as a Python number) captures again. What changes from step to step is on the device:
-    the optimizer's learning rate becomes a 0-d tensor that the loop fills (``capturable`` updates read it there) and
-    the random draws come from ``generator``, registered with the graph. The returned tensors are the graph's
-    outputs: the next step overwrites them. ``step`` must make no host sync and read no CPU tensor."""
+    PyTorch's recipe for whole-network capture (CUDA semantics notes): the first ``warmup`` calls run eagerly on a
+    side stream (cuDNN's autotuning and the optimizer's state are made there); the next call captures the step, and
+    it and every later one replay it. A new ``key`` (a consistency stage, a Python number to the step) captures
+    again. What changes between steps is on the device: the learning rate, a 0-d tensor the loop fills
+    (``capturable`` updates read it there), and ``generator``'s draws. The returned tensors are the graph's outputs,
+    which the next step overwrites. ``step`` must make no host sync and read no CPU tensor."""
 
     def __init__(self, step: Callable[[int], tuple[torch.Tensor, ...]], optimizer: torch.optim.Optimizer,
                  generator: torch.Generator, warmup: int = 3):  # fmt: skip
@@ -198,14 +198,14 @@ class GraphedStep:
         self.graph, self.out = None, ()  # the last key's graph and its memory go first
         for group in self.optimizer.param_groups:
             lr = group["lr"]
-            group["lr"] = lr if isinstance(lr, torch.Tensor) else torch.tensor(lr, device=self.generator.device)
+            device = group["params"][0].device  # float32: what the fused kernels read
+            group["lr"] = lr if isinstance(lr, torch.Tensor) else torch.tensor(lr, dtype=torch.float32, device=device)
             group["capturable"] = True
         graph = torch.cuda.CUDAGraph()
         register = getattr(graph, "register_generator_state", None)
         if register is not None:  # the torch versions that need a non-default generator registered have this
             with warnings.catch_warnings():  # and newer ones, which register it themselves, may call it deprecated
-                warnings.simplefilter("ignore", FutureWarning)
-                warnings.simplefilter("ignore", DeprecationWarning)
+                warnings.simplefilter("ignore")
                 register(self.generator)
         self.optimizer.zero_grad(set_to_none=True)  # the gradients are made in the graph's memory
         try:

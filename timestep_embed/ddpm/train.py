@@ -264,9 +264,11 @@ def run_training(
     try:
         if cfg.train.batch_size % rt.world_size:
             raise ValueError(f"train.batch_size = {cfg.train.batch_size}: not divisible by {rt.world_size} processes")
-        if cfg.train.compile == "step-graph" and (rt.device.type != "cuda" or rt.world_size > 1):
+        old_torch = tuple(int(x) for x in torch.__version__.split(".")[:2]) < (2, 4)  # no generators of ours in graphs
+        if cfg.train.compile == "step-graph" and (rt.device.type != "cuda" or rt.world_size > 1 or old_torch):
             raise ConfigError(f"train.compile = 'step-graph' captures the training step as a CUDA graph: it needs one "
-                              f"process on CUDA, not {rt.world_size} on {rt.device.type}")  # fmt: skip
+                              f"process on CUDA and torch >= 2.4, not {rt.world_size} on {rt.device.type} with torch "
+                              f"{torch.__version__}")  # fmt: skip
         torch.manual_seed(cfg.train.seed)  # model init: identical on every rank
         model = UNet(cfg.model, time_embedder).to(rt.device)
         if teacher is not None:
