@@ -49,7 +49,7 @@ step() {
 }
 
 if [[ " $PARTS " == *" bench "* ]]; then
-    step bench_gpu 420 python scripts/bench_gpu.py --device cuda --out "$OUT/bench_gpu.json"
+    step bench_gpu 480 python scripts/bench_gpu.py --device cuda --out "$OUT/bench_gpu.json"
 fi
 if [[ " $PARTS " == *" train "* ]]; then
     for mode in step-graph cudagraphs; do
