@@ -1,28 +1,33 @@
 #!/usr/bin/env bash
 # Every GPU figure of the docs, in one run on one CUDA GPU, each part under a time limit:
 #
-#   bash scripts/gpu_checks.sh OUT [bench] [train] [distill]      # no part named: all three, about 16 minutes
+#   bash scripts/gpu_checks.sh OUT [tests] [bench] [train] [distill]     # no part named: all four, about 18 minutes
 #
+#   tests    python -m pytest -m cuda tests: the CUDA tests (the step graph against the eager step, no host syncs)
+#            -> OUT/cuda_tests.log; about 2 minutes
 #   bench    python scripts/bench_gpu.py --device cuda (function, module, sync check, trainer) -> OUT/bench_gpu.*
 #            (docs/benchmarks.md, "On a GPU"; docs/bench_gpu.txt is its text); about 7 minutes
 #   train    timestep-embed train --config mnist-gpu with train.compile=step-graph (if that fails: cudagraphs)
 #            -> OUT/mnist-gpu-step-graph or OUT/mnist-gpu-cudagraphs (docs/ddpm.md, "On one GPU"); about 5 minutes
 #   distill  timestep-embed distill of that run, 2 minutes -> OUT/distill; about 4 minutes
 #
-# A machine lent for 15 minutes (its start included) runs two of the three parts.
+# A machine lent for 15 minutes (its start included) runs tests and two of the other three parts.
 #
 # A part that fails or passes its limit is written in OUT/summary.txt and the next part runs; the exit status is
 # the number of parts that failed. Run from the repository root with the package installed (pip install -e .).
 set -u
 if [ $# -lt 1 ] || [[ "$1" == -* ]]; then
-    echo "usage: bash scripts/gpu_checks.sh OUT [bench] [train] [distill]" >&2
+    echo "usage: bash scripts/gpu_checks.sh OUT [tests] [bench] [train] [distill]" >&2
     exit 2
 fi
 OUT=$1
 shift
-PARTS=${*:-bench train distill}
+PARTS=${*:-tests bench train distill}
 for part in $PARTS; do
-    case $part in bench | train | distill) ;; *) echo "error: part $part: expected bench, train or distill" >&2; exit 2 ;; esac
+    case $part in
+        tests | bench | train | distill) ;;
+        *) echo "error: part $part: expected tests, bench, train or distill" >&2; exit 2 ;;
+    esac
 done
 if ! python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
     echo "error: no CUDA device here (torch.cuda.is_available() is False): these checks measure a GPU" >&2
@@ -48,6 +53,9 @@ step() {
     return $rc
 }
 
+if [[ " $PARTS " == *" tests "* ]]; then
+    step cuda_tests 240 python -m pytest -q -m cuda -p no:cacheprovider tests
+fi
 if [[ " $PARTS " == *" bench "* ]]; then
     step bench_gpu 480 python scripts/bench_gpu.py --device cuda --out "$OUT/bench_gpu.json"
 fi
