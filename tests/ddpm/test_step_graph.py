@@ -128,6 +128,7 @@ def test_step_graph_needs_one_process_on_cuda(tmp_path, capsys):
     code = main(["train", "--config", SMOKE, "--out-dir", str(tmp_path / "y"), "--quiet", "train.compile=step-graph"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "train.compile = 'step-graph'" in err[0]
+    assert err[0].endswith("train.compile=false trains here")
 
 
 def cuda_run(folder, mode, bf16, consistency, callback=None, resume=False):

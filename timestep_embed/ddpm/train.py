@@ -268,7 +268,7 @@ def run_training(
         if cfg.train.compile == "step-graph" and (rt.device.type != "cuda" or rt.world_size > 1 or old_torch):
             raise ConfigError(f"train.compile = 'step-graph' captures the training step as a CUDA graph: it needs one "
                               f"process on CUDA and torch >= 2.4, not {rt.world_size} on {rt.device.type} with torch "
-                              f"{torch.__version__}")  # fmt: skip
+                              f"{torch.__version__}; train.compile=false trains here")  # fmt: skip
         torch.manual_seed(cfg.train.seed)  # model init: identical on every rank
         model = UNet(cfg.model, time_embedder).to(rt.device)
         if teacher is not None:
