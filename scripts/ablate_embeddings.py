@@ -32,19 +32,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _common import add_config_args, load_config
 from torch import nn
 
 from timestep_embed.analysis.figures import new_figure
 from timestep_embed.conventions import Convention
-from timestep_embed.ddpm import (
-    RunConfig,
-    load_mnist,
-    load_model,
-    run_training,
-    schedule_from_config,
-    shipped_configs,
-    training_loss,
-)
+from timestep_embed.ddpm import load_mnist, load_model, run_training, schedule_from_config, training_loss
 from timestep_embed.files import atomic_write_bytes, save_figure
 from timestep_embed.nn import FourierEmbedding, TimestepEmbedder, TimestepMLP, default_sinusoid_dim
 from timestep_embed.sinusoidal import sinusoidal_embedding
@@ -165,7 +158,7 @@ def heldout_band_loss(model: nn.Module, schedule, x0: torch.Tensor, prediction: 
 
 def run_variant(name: str, seed: int, args, heldout: torch.Tensor) -> dict:
     base = [*(QUICK if args.quick else FULL), f"train.seed={seed}"]
-    config = RunConfig.load(args.config, base).with_overrides(args.set).with_overrides(VARIANT_OVERRIDES.get(name, []))
+    config = load_config(args, base).with_overrides(VARIANT_OVERRIDES.get(name, []))
     emb_dim, T = config.model.emb_dim, config.diffusion.num_timesteps  # noqa: N806
     run_dir = args.out / name / f"seed{seed}"
     start = time.time()
@@ -283,16 +276,13 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help=f"a small budget: {' '.join(QUICK)}")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS, metavar="NAME")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument(
-        "--config", default="mnist", help=f"run config: a shipped name ({', '.join(shipped_configs())}) or a path"
-    )
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="extra config overrides")
+    add_config_args(parser)
     parser.add_argument("--heldout", type=int, default=None, help="held-out digits per band (32 quick, 500 full)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (runs/ablation[_quick])")
     args = parser.parse_args(argv)
     args.out = args.out or Path("runs/ablation_quick" if args.quick else "runs/ablation")
     args.out.mkdir(parents=True, exist_ok=True)
-    config = RunConfig.load(args.config, QUICK if args.quick else FULL).with_overrides(args.set)
+    config = load_config(args, QUICK if args.quick else FULL)
     t, m = config.train, config.model
     steps = f"train.steps={t.steps}" if t.steps else f"train.minutes={t.minutes}"
     budget = f"{steps}, batch {t.batch_size}, UNet channels {list(m.channels)}, emb_dim {m.emb_dim}"
