@@ -103,6 +103,32 @@ def test_value_checks_all_reads_accelerator_tensors_and_refuses_bad_values(on_ac
         set_value_checks("sometimes")
 
 
+@pytest.mark.parametrize("n", [8, 5000])
+def test_value_checks_all_reads_an_accelerator_tensor_once_a_call_and_reuses_nothing(n, on_accelerator):
+    t = torch.arange(n) % 7 * 100  # few distinct values: on the host they would be embedded once and gathered
+    calls = {
+        "function": lambda: get_timestep_embedding(t.float(), 320, True, 0),
+        "module": lambda: SinusoidalEmbedding(32, num_timesteps=1000)(t),
+        "fourier": lambda: FourierEmbedding(16, log=True)(t.float() + 1),
+    }
+    previous = set_value_checks("all")
+    try:
+        for name, call in calls.items():
+            with counted_reads() as reads:
+                call()
+            assert dict(reads) == {"tolist": 1}, (name, reads)  # min and max in one read, no distinct values
+        with pytest.raises(ValueError, match="x must be > 0 with log=True"):
+            FourierEmbedding(16, log=True)(t.float())
+    finally:
+        set_value_checks(previous)
+
+
+def test_the_integer_step_cache_keeps_no_rows_for_accelerator_tensors(on_accelerator):
+    module = SinusoidalEmbedding(16, num_timesteps=100)
+    assert torch.equal(module(torch.tensor([0, 5, 99])), sinusoidal_embedding(torch.tensor([0, 5, 99]), 16))
+    assert module._rows is None  # its rows live on the CPU: a GPU tensor would gather from another device
+
+
 def test_half_precision_timesteps_on_an_accelerator_warn_by_their_dtype(on_accelerator):
     with pytest.warns(LowPrecisionTimestepWarning, match="on an accelerator"):
         sinusoidal_embedding(torch.tensor([10.0]).bfloat16(), 8)
@@ -165,7 +191,7 @@ def syncs_are_errors():
 @pytest.mark.cuda
 @cuda
 def test_on_cuda_the_function_and_the_module_make_no_host_sync():
-    embedder = TimestepEmbedder(1280, sinusoid_dim=320).cuda()
+    embedder = TimestepEmbedder(1280, sinusoid_dim=320, num_timesteps=1000).cuda()  # with the CPU's step cache
     for dtype in (torch.int64, torch.float32, torch.bfloat16):
         t = torch.arange(4096, device="cuda").to(dtype)
         get_timestep_embedding(t, 320, True, 0), embedder(t)  # warm-up: the cached frequencies

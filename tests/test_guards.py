@@ -54,6 +54,9 @@ def test_non_finite_timesteps(bad, n):
 def test_huge_but_finite_timesteps_are_not_mistaken_for_inf():
     t = torch.full((100,), 3e38)  # the float64 sum stays finite; float32 would overflow
     assert torch.isfinite(sinusoidal_embedding(t, 8)).all()
+    # a small batch is read as Python floats, whose sum overflows here: each value is looked at instead
+    huge = torch.tensor([1.7e308, 1.7e308], dtype=torch.float64)
+    assert sinusoidal_embedding(huge, 8, precise=True).shape == (2, 8)
 
 
 @pytest.mark.parametrize(

@@ -149,6 +149,13 @@ def test_numpy_unsigned_and_float16_inputs():
         assert sinusoidal_embedding(np.array([0.5], dtype=np.float16), 8).shape == (1, 8)
 
 
+@pytest.mark.skipif(not hasattr(torch, "uint64"), reason="this torch has no uint64 tensors")
+def test_a_uint64_tensor_past_int64_with_few_distinct_values_keeps_its_values():
+    big = np.array([2**63, 2**63 + 2048, 2**63 + 4096], np.uint64)[np.arange(10000) % 3]  # few values: the reuse sorts
+    t = torch.from_numpy(big)
+    assert torch.equal(sinusoidal_embedding(t, 8), sinusoidal_embedding(t.double(), 8))
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
 def test_output_dtype(dtype):
     emb = sinusoidal_embedding(torch.arange(5), 32, "adm", dtype=dtype)
@@ -161,6 +168,9 @@ def test_output_dtype(dtype):
 def test_device_follows_input_or_argument():
     assert sinusoidal_embedding(torch.arange(3), 8).device.type == "cpu"
     assert sinusoidal_embedding([1, 2], 8, device="cpu").device.type == "cpu"
+    # another device than the input's, on any machine: meta holds no values
+    assert sinusoidal_embedding([1, 2], 8, device="meta").is_meta
+    assert sinusoidal_embedding(torch.arange(3), 8, device="meta").is_meta
 
 
 def test_presets_and_option_overrides():
@@ -188,11 +198,26 @@ def direct(t, dim, conv, precise=False):
     return torch.cat(rows).reshape(*torch.as_tensor(t).shape, dim)
 
 
+@pytest.fixture
+def computed_rows(monkeypatch):
+    """The number of rows each sinusoid pass of the core computes, call by call."""
+    rows: list[int] = []
+    one_pass = sinusoidal._direct
+
+    def counted(flat, *args):
+        rows.append(flat.shape[0])
+        return one_pass(flat, *args)
+
+    monkeypatch.setattr(sinusoidal, "_direct", counted)
+    return rows
+
+
 @pytest.mark.parametrize("precise", [False, True])
 @pytest.mark.parametrize("conv, dim", [("adm", 128), ("vaswani", 257), ("ddpm", 33)])
-def test_shared_timestep_batch_equals_rowwise(conv, dim, precise):
+def test_shared_timestep_batch_equals_rowwise(conv, dim, precise, computed_rows):
     t = torch.full((600,), 123.456)
     emb = sinusoidal_embedding(t, dim, conv, precise=precise)
+    assert computed_rows == [1]  # one row, copied to the batch
     assert torch.equal(emb, direct(t[:1], dim, conv, precise).expand(600, dim))
     emb[0, 0] = 5.0  # a tensor of its own, not a view of one row
     assert emb[1, 0] != 5.0
@@ -208,9 +233,11 @@ def test_shared_timestep_batch_equals_rowwise(conv, dim, precise):
         torch.rand(3000, dtype=torch.float64, generator=torch.Generator().manual_seed(3)) * 1000,  # all distinct
     ],
 )
-def test_repeated_values_are_embedded_once_with_the_same_bits(t, precise):
+def test_repeated_values_are_embedded_once_with_the_same_bits(t, precise, computed_rows):
     emb = sinusoidal_embedding(t, 96, "adm", precise=precise)
     values, index = torch.unique(t.reshape(-1), return_inverse=True)
+    few = 2 * len(values) <= t.numel()  # the reuse pays only when at most half the values are distinct
+    assert sum(computed_rows) == (len(values) if few else t.numel()), (len(values), computed_rows)
     assert torch.equal(emb, direct(values, 96, "adm", precise)[index].reshape(*t.shape, 96))
 
 

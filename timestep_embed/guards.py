@@ -1,12 +1,11 @@
-"""The guards of the sinusoidal core: clear errors that name the argument, the value and what is
-accepted, and the warning for timesteps that arrive already rounded to float16/bfloat16.
+"""The guards of the sinusoidal core: clear errors that name the argument, the value and what is accepted, and the
+warning for timesteps that arrive already rounded to float16/bfloat16.
 
 [`check_options`][timestep_embed.guards.check_options] guards what the options alone can break (width, frequencies,
-gain) and runs in every mode; [`check_timesteps`][timestep_embed.guards.check_timesteps] reads the timesteps' values, so
-it runs where reading them costs no host sync ([`reads_values`][timestep_embed.guards.reads_values]): eagerly, for
-values on the host (Python numbers, lists, numpy arrays, CPU tensors). A tensor on an accelerator is embedded as
-diffusers embeds it, without a read (each read would wait for the device); ``set_value_checks("all")`` checks those
-too, at one host read a call.
+gain) and runs in every mode; [`check_timesteps`][timestep_embed.guards.check_timesteps] reads the timesteps' values
+where that costs no host sync ([`reads_values`][timestep_embed.guards.reads_values]): eagerly, values on the host
+(Python numbers, lists, numpy arrays, CPU tensors). A tensor on an accelerator is embedded as diffusers embeds it,
+unread (a read waits for the device); ``set_value_checks("all")`` checks those too, at one host read a call.
 """
 
 from __future__ import annotations
@@ -198,6 +197,8 @@ def value_range(flat: torch.Tensor) -> tuple[float, float, list | None]:
     if flat.dtype in _UNSIGNED:
         flat = flat.double()  # aminmax has no kernels for these
     low, high = torch.aminmax(flat)  # NaN propagates to both
+    if not flat.is_cpu:  # one read, not two: on an accelerator each read waits for the device
+        return (*torch.stack((low, high)).tolist(), None)
     return low.item(), high.item(), None
 
 

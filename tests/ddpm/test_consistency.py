@@ -1,6 +1,7 @@
 """Consistency models: the parameterisation against diffusers' data prediction, the boundary condition, ECT's r(t),
 the loss against a hand computation, the sampler's levels and calls, and ``distill`` end to end."""
 
+import copy
 import json
 import math
 
@@ -118,11 +119,29 @@ def test_the_loss_is_the_pseudo_huber_distance_over_t_minus_r():
 
 
 def test_the_loss_trains_only_the_t_branch():
+    """The target f(x_r, r) is a constant (the stop-gradient of iCT/ECT): the gradient is the one of a loss whose
+    target comes from a frozen copy of the model, which gives the same numbers."""
+    torch.manual_seed(0)
     net = torch.nn.Conv2d(1, 1, 3, padding=1)
-    loss = consistency_loss(lambda x, t: net(x), torch.zeros(4, 1, 6, 6), COSINE, ConsistencyConfig(), 0,
-                            generator=torch.Generator().manual_seed(0))  # fmt: skip
-    loss.backward()
-    assert net.weight.grad is not None and torch.isfinite(net.weight.grad).all()
+    frozen = copy.deepcopy(net).requires_grad_(False)
+    x0 = torch.randn(4, 1, 6, 6)
+    times: list[torch.Tensor] = []
+
+    def gradient(target_net):
+        def model(x, t):  # the target's call comes first (at r, below t)
+            times.append(t)
+            return (target_net if len(times) % 2 else net)(x)
+
+        net.zero_grad()
+        loss = consistency_loss(model, x0, COSINE, ConsistencyConfig(), 0, generator=torch.Generator().manual_seed(0))
+        loss.backward()
+        return loss.detach(), net.weight.grad.clone()
+
+    loss, grad = gradient(net)
+    assert bool((times[0] < times[1]).all())  # the first call is the target's
+    frozen_loss, frozen_grad = gradient(frozen)
+    assert torch.equal(loss, frozen_loss) and grad.abs().sum() > 0
+    torch.testing.assert_close(grad, frozen_grad, rtol=1e-6, atol=1e-9)
 
 
 def test_under_the_runs_bf16_autocast_every_weight_of_the_student_gets_its_gradient():

@@ -102,6 +102,9 @@ def test_random_shift_keeps_digits_and_background():
     x[:, :, 10:18, 10:18] = 1.0
     shifted = classifier._random_shift(x, torch.Generator().manual_seed(0))
     assert shifted.shape == x.shape and torch.equal(shifted.sum((1, 2, 3)), x.sum((1, 2, 3)))
+    moves = {(dy, dx) for a, b in zip(x, shifted, strict=True) for dy in range(-2, 3) for dx in range(-2, 3)
+             if torch.equal(b, a.roll((dy, dx), (1, 2)))}  # fmt: skip
+    assert len(moves) > 1  # each digit moved by its own draw of up to 2 px (all 5 in place: 25^-4)
 
 
 # --------------------------------------------------------------------------- evaluate_samples and CLI

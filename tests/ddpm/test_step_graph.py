@@ -102,6 +102,25 @@ def test_a_replayed_step_trains_as_the_eager_step(tmp_path, stand_in_cuda, consi
     assert load_training_state(tmp_path / "b" / "checkpoint.safetensors", *_blank(graphed[0]))[0] == 12
 
 
+def test_a_step_that_cannot_be_captured_names_the_settings_that_train_without_capture(stand_in_cuda):
+    net = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    calls = []
+
+    def step(key):
+        calls.append(key)
+        if len(calls) > 1:  # the capture: what CUDA says of an operation a graph cannot hold
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return (net(torch.ones(1, 2)).sum().detach(),)
+
+    graphed = GraphedStep(step, opt, torch.Generator(), warmup=1)
+    graphed(0)  # the eager warm-up step
+    with pytest.raises(RuntimeError, match=r"could not be captured as one CUDA graph \(operation not permitted .*\); "
+                                           r"train.compile = false or cudagraphs trains without"):  # fmt: skip
+        graphed(0)
+    assert graphed.graph is None and graphed.out == ()  # nothing half-captured is replayed
+
+
 def _blank(model):
     twin = UNet(RunConfig.load(SMOKE).model)
     twin.load_state_dict(model.state_dict())

