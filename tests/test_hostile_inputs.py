@@ -24,6 +24,8 @@ def test_unsigned_timesteps_with_few_distinct_values_are_embedded_like_int64(dty
     assert torch.equal(te.sinusoidal_embedding(t, 32), te.sinusoidal_embedding(t.long(), 32))
     values, index = distinct_values(t)
     assert torch.equal(values[index], t.long())
+    with pytest.raises(TypeError, match="t must be a torch.Tensor, got list"):
+        distinct_values([1, 1, 2])
 
 
 def test_fourier_features_of_python_floats_are_in_the_weights_dtype_as_the_sinusoid_is():

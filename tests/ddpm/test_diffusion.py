@@ -324,3 +324,11 @@ def test_a_schedule_moved_to_a_device_keeps_its_numbers_and_leaves_the_original_
     x0, t, noise = torch.rand(4, 1, 8, 8), torch.tensor([0, 7, 30, 49]), torch.randn(4, 1, 8, 8)
     loss = diffusion.training_loss(lambda x, tm: x * 0.5, x0, schedule, t=t, noise=noise)
     assert torch.equal(diffusion.training_loss(lambda x, tm: x * 0.5, x0, schedule.to("cpu"), t=t, noise=noise), loss)
+
+
+def test_a_cpu_table_is_gathered_where_the_index_is_in_the_devices_widest_float():
+    table = diffusion.make_schedule("cosine", 50).alphas_cumprod
+    on_meta = diffusion.gather(table, torch.zeros(6, dtype=torch.long, device="meta"))  # an accelerator's index
+    assert on_meta.is_meta and on_meta.dtype == torch.float64 and on_meta.shape == (6,)
+    assert diffusion.wide_dtype(torch.device("mps")) == torch.float32  # Apple's MPS has no float64
+    assert diffusion.wide_dtype(torch.device("cuda")) == diffusion.wide_dtype(torch.device("cpu")) == torch.float64

@@ -29,6 +29,7 @@ from timestep_embed.ddpm import (
     update_ema,
 )
 from timestep_embed.ddpm import checkpoint as checkpoint_file
+from timestep_embed.ddpm import runtime as runtime_module
 from timestep_embed.ddpm import train as train_module
 from timestep_embed.ddpm.runtime import Runtime
 
@@ -283,3 +284,16 @@ def test_tensorboard_gets_the_logged_scalars_and_the_snapshots(tmp_path):
         json.loads(line)["step"] for line in (out / "log.jsonl").read_text().splitlines()
     ]
     assert board.Tags()["images"], "the progress snapshots reach TensorBoard"
+
+
+def test_bf16_is_used_where_the_device_is_fast_at_it_and_a_request_elsewhere_says_so(monkeypatch, caplog):
+    for fast in (True, False):
+        monkeypatch.setattr(runtime_module, "cpu_bf16_supported", lambda fast=fast: fast)
+        assert runtime_module.resolve_bf16("auto", torch.device("cpu")) is fast
+        assert runtime_module.resolve_bf16(False, torch.device("cpu")) is False
+    with caplog.at_level("WARNING", logger=runtime_module.__name__):
+        assert runtime_module.resolve_bf16(True, torch.device("cpu")) is False
+        assert runtime_module.resolve_bf16(True, torch.device("mps")) is False
+    assert [r.getMessage() for r in caplog.records] == [
+        f"bf16 = true but {kind} has no fast bf16; falling back to float32" for kind in ("cpu", "mps")
+    ]
