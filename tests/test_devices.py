@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 
 from timestep_embed import (
     FourierEmbedding,
@@ -28,9 +29,36 @@ READS = ("item", "tolist", "__float__", "__int__", "__bool__", "cpu", "numpy")
 QUIET = ["eval.enabled=false", "sample.num_samples=4", "sample.batch_size=4", "sample.steps=2", "train.bf16=false"]
 
 
+# operations whose output size depends on the values: the host waits for them too
+SIZED_BY_VALUES = ("unique", "unique_consecutive", "nonzero", "argwhere", "masked_select", "equal", "bincount")
+
+
+class SizedByValues(TorchFunctionMode):
+    """Counts the calls of `SIZED_BY_VALUES` and the indexing with a boolean mask into ``counts``; ``unwrapped``
+    maps the counting reads to torch's own methods (the reads count themselves, once)."""
+
+    def __init__(self, counts: collections.Counter, unwrapped: dict):
+        super().__init__()
+        self.counts, self.unwrapped = counts, unwrapped
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        func = self.unwrapped.get(func, func)
+        name = getattr(func, "__name__", "")
+        index = args[1] if name == "__getitem__" and len(args) > 1 else ()
+        if name in SIZED_BY_VALUES:
+            self.counts[name] += 1
+        elif any(
+            isinstance(i, torch.Tensor) and i.dtype == torch.bool
+            for i in (index if isinstance(index, tuple) else [index])
+        ):
+            self.counts["boolean mask"] += 1
+        return func(*args, **(kwargs or {}))
+
+
 @contextlib.contextmanager
 def counted_reads():
-    """Count every read of a tensor's values by the host (each one a host sync on a GPU)."""
+    """Count every read of a tensor's values by the host (each one a host sync on a GPU): the reads themselves
+    (``item``, ``tolist``, ``bool(t)``, ...) and the operations sized by the values (``unique``, a mask, ...)."""
     counts: collections.Counter = collections.Counter()
     originals = {name: getattr(torch.Tensor, name) for name in READS}
 
@@ -41,10 +69,12 @@ def counted_reads():
 
         return read
 
-    for name in READS:
-        setattr(torch.Tensor, name, counting(name))
+    wrappers = {name: counting(name) for name in READS}
+    for name, wrapper in wrappers.items():
+        setattr(torch.Tensor, name, wrapper)
     try:
-        yield counts
+        with SizedByValues(counts, {wrappers[name]: originals[name] for name in READS}):
+            yield counts
     finally:
         for name, original in originals.items():
             setattr(torch.Tensor, name, original)
