@@ -8,6 +8,7 @@ so this module is importable as ``_timing`` from them.
 
 from __future__ import annotations
 
+import platform
 import random
 import statistics
 import time
@@ -45,3 +46,16 @@ def interleaved_medians(
         if round_index + 1 >= min_rounds and time.perf_counter() - start > budget_s:
             break
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def cpu_name() -> str:
+    """The processor's model name (Linux's /proc/cpuinfo), else what ``platform`` knows: the device a CPU figure
+    was measured on."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import warnings
 from pathlib import Path
@@ -37,7 +36,7 @@ from pathlib import Path
 import diffusers
 import numpy as np
 import torch
-from _timing import interleaved_medians
+from _timing import cpu_name, interleaved_medians
 from diffusers.models.embeddings import get_timestep_embedding as diffusers_embedding
 
 from timestep_embed import (
@@ -176,7 +175,7 @@ def main(argv=None) -> int:
     header = (
         f"Measured by `python scripts/bench_embedding.py{' --quick' if args.quick else ''} --budget {args.budget:g}` "
         f"on "
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+        f"{cpu_name()}, {os.cpu_count()} cores, torch {torch.__version__}, "
         f"diffusers {diffusers.__version__}, {args.threads} thread(s). Ratios are median times over "
         "interleaved rounds divided by diffusers' median in the same run (lower is faster)."
     )
