@@ -25,7 +25,6 @@ import argparse
 import contextlib
 import functools
 import json
-import platform
 import statistics
 import tempfile
 import time
@@ -35,6 +34,7 @@ from pathlib import Path
 
 import torch
 from _common import fail
+from _timing import cpu_name
 
 from timestep_embed import LowPrecisionTimestepWarning, TimestepEmbedder, get_timestep_embedding
 from timestep_embed.ddpm import run_training
@@ -274,7 +274,7 @@ def main(argv=None) -> int:
         fail(f"--train-steps must be >= 1, got {args.train_steps}")
     default_compile = "false,cudagraphs,step-graph" if device.type == "cuda" else "false,true"
     train_compile = (args.train_compile or default_compile).split(",")
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
     print(f"device {device} ({name}), torch {torch.__version__}, diffusers {require_diffusers().__version__}")
     cells = FUNCTION_CELLS[:3] if args.quick else FUNCTION_CELLS
     sizes = MODULE_SIZES[:3] if args.quick else MODULE_SIZES
