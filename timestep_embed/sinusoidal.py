@@ -116,15 +116,15 @@ def frequencies_np(dim: int, freq_shift: float = 0.0, max_period: float = 10000.
 
 
 # -------------------------------------------------------------------------------- the embedding
-def _direct(flat: torch.Tensor, dim: int, conv: Convention, precise: bool, eager: bool, pad: bool) -> torch.Tensor:
-    """Paths 1 and 2: ``flat`` [N] -> [N, dim] in float32 (float64 when ``precise``).
+def _direct(flat: torch.Tensor, dim: int, conv: Convention, precise: bool, eager: bool, pad: bool, dtype=None):
+    """Paths 1 and 2: ``flat`` [N] -> [N, dim] in float32 (float64 when ``precise``), rounded once to ``dtype``.
 
     The phase is diffusers' ``t[:, None].float() * w[None, :]``; eagerly and without autograd it is
     formed by ``torch.outer``, the same products in one call. ``eager`` also caches the frequencies.
     """
-    dtype = torch.float64 if precise else torch.float32
+    compute = torch.float64 if precise else torch.float32
     freqs = (_cached_frequencies if eager else _frequencies)(
-        dim // 2, conv.freq_shift, conv.max_period, dtype, flat.device
+        dim // 2, conv.freq_shift, conv.max_period, compute, flat.device
     )
     x = flat.double() if precise else flat.float()
     phase = torch.outer(x, freqs) if eager and not x.requires_grad else x[:, None] * freqs[None, :]
@@ -136,7 +136,9 @@ def _direct(flat: torch.Tensor, dim: int, conv: Convention, precise: bool, eager
     emb = torch.cat((a, b), dim=-1) if conv.layout == "concat" else torch.stack((a, b), dim=-1).flatten(-2)
     if conv.gain != 1:
         emb = conv.gain * emb
-    return torch.nn.functional.pad(emb, (0, 1)) if dim % 2 and pad else emb
+    if dim % 2 and pad:
+        emb = torch.nn.functional.pad(emb, (0, 1))
+    return emb if dtype in (None, emb.dtype) else emb.to(dtype)  # Tensor.to costs microseconds even as a no-op
 
 
 def _blocks(flat: torch.Tensor, dim: int, conv: Convention, precise: bool, pad: bool, dtype) -> torch.Tensor:
@@ -144,7 +146,7 @@ def _blocks(flat: torch.Tensor, dim: int, conv: Convention, precise: bool, pad: 
     for a small output)."""
     n, rows = flat.shape[0], max(1, _BLOCK_VALUES // dim)
     if n * dim < _BLOCK_MIN_VALUES[precise]:
-        return _direct(flat, dim, conv, precise, True, pad).to(dtype)
+        return _direct(flat, dim, conv, precise, True, pad, dtype)
     out = torch.empty(n, dim if pad else 2 * (dim // 2), dtype=dtype, device=flat.device)
     for start in range(0, n, rows):
         out[start : start + rows] = _direct(flat[start : start + rows], dim, conv, precise, True, pad)
@@ -199,17 +201,15 @@ def _embed(
     flat = t if t.dim() == 1 else t.reshape(-1)
     n = flat.shape[0]
     if value_range is None or not flat.is_cpu or t.requires_grad or n * dim < _DISTINCT_MIN_VALUES:
-        emb = _direct(flat, dim, conv, precise, eager, pad)
+        emb = _direct(flat, dim, conv, precise, eager, pad, dtype)
     elif value_range[0] == value_range[1]:  # one timestep for the whole batch
-        emb = _direct(flat[:1], dim, conv, precise, eager, pad).to(dtype)
-        emb = emb.expand(n, emb.shape[-1]).clone()
+        emb = _direct(flat[:1], dim, conv, precise, eager, pad, dtype).expand(n, -1).clone()
     else:
         distinct = _distinct(flat, *value_range)
         if distinct is None:
             emb = _blocks(flat, dim, conv, precise, pad, dtype)
         else:
-            emb = _direct(distinct[0], dim, conv, precise, eager, pad).to(dtype).index_select(0, distinct[1])
-    emb = emb if emb.dtype == dtype else emb.to(dtype)  # .to costs a microsecond even when it does nothing
+            emb = _direct(distinct[0], dim, conv, precise, eager, pad, dtype).index_select(0, distinct[1])
     return emb if t.dim() == 1 else emb.reshape(*t.shape, emb.shape[-1])
 
 
