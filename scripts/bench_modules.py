@@ -19,11 +19,10 @@ The MLP is the same nn.Linear/SiLU on both sides; where it dominates (320 -> 128
 from __future__ import annotations
 
 import argparse
-import platform
 
 import diffusers
 import torch
-from _timing import interleaved_medians
+from _timing import cpu_name, interleaved_medians
 from diffusers.models.embeddings import TimestepEmbedding, Timesteps
 
 from timestep_embed.nn import TimestepEmbedder
@@ -78,7 +77,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     print(
-        f"torch {torch.__version__}, diffusers {diffusers.__version__}, {platform.machine()}, 1 thread; "
+        f"torch {torch.__version__}, diffusers {diffusers.__version__}, {cpu_name()}, 1 thread; "
         "median us of interleaved rounds; ratio = ours / diffusers"
     )
     header = (

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import resource
 import subprocess
 import sys
 
 import diffusers
 import torch
-from _timing import interleaved_medians
+from _timing import cpu_name, interleaved_medians
 from diffusers.models.embeddings import TimestepEmbedding, Timesteps
 
 from timestep_embed.nn import TimestepEmbedder
@@ -115,7 +114,7 @@ def main(argv=None) -> int:
     with torch.no_grad():
         base, distinct = runs["diffusers per token"](), runs["ours distinct"]().reshape(-1, args.emb)
     print(
-        f"torch {torch.__version__}, diffusers {diffusers.__version__}, {platform.machine()}, {args.threads} threads; "
+        f"torch {torch.__version__}, diffusers {diffusers.__version__}, {cpu_name()}, {args.threads} threads; "
         f"t [{args.batch}, {args.tokens}] with {torch.unique(t).numel()} distinct values; "
         f"MLP {args.sinusoid} -> {args.emb} -> {args.emb}; max |ours distinct - diffusers| "
         f"{float((distinct - base).abs().max()):.1e}"

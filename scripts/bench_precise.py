@@ -20,12 +20,12 @@ import argparse
 import functools
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
 
 import torch
+from _timing import cpu_name, interleaved_medians
 
 CONTENDERS = ("diffusers", "float32", "precise")
 SIZES = ("65536x320", "65536x1280", "262144x1152")
@@ -81,13 +81,11 @@ def main(argv=None) -> int:
     if args.child:
         child(args.child[0], int(args.child[1]), int(args.child[2]))
         return 0
-    from _timing import interleaved_medians
-
     torch.set_num_threads(1)
     import diffusers
 
     rows = [
-        f"Measured by `python scripts/bench_precise.py` on {platform.machine()}, {os.cpu_count()} cores, "
+        f"Measured by `python scripts/bench_precise.py` on {cpu_name()}, {os.cpu_count()} cores, "
         f"torch {torch.__version__}, diffusers {diffusers.__version__}, 1 thread. Time: median over interleaved "
         "rounds / diffusers' median in the same run; memory: peak resident memory a call adds (a fresh process "
         "each) / the output's size.",

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import argparse
 import copy
-import platform
 
 import torch
 from _common import add_config_args, fail, load_config
-from _timing import interleaved_medians
+from _timing import cpu_name, interleaved_medians
 from torch import nn
 
 from timestep_embed.ddpm import Runtime, UNet, adamw, schedule_from_config, training_loss, update_ema
@@ -77,7 +76,7 @@ def main(argv=None) -> int:
     if not fused:
         print("note: this torch has no fused AdamW kernel for the CPU (torch < 2.4): both rows run the loop")
     print(
-        f"torch {torch.__version__}, {platform.machine()}, {args.threads} threads, UNet {params / 1e6:.2f}M "
+        f"torch {torch.__version__}, {cpu_name()}, {args.threads} threads, UNet {params / 1e6:.2f}M "
         f"parameters, batch {cfg.train.batch_size}; median ms of interleaved rounds; ratio = fused / per-tensor loop"
     )
     print(f"{'':16} {'per-tensor loop':>16} {'fused':>8} {'ratio':>6}")
