@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
 
 import pytest
 import torch
@@ -11,6 +13,7 @@ from safetensors.torch import save_file
 
 from timestep_embed.cli import main
 from timestep_embed.families import FAMILIES, LAYOUT_BY_CLASS, LAYOUTS, Layout
+from timestep_embed.interop import schedule_precision
 from timestep_embed.interop.inspect import inspect_checkpoint
 
 from .conftest import build
@@ -98,3 +101,97 @@ def test_a_time_path_saved_alone_names_the_closest_layouts(tmp_path):
     twins = inspect_checkpoint(tmp_path / "bria.safetensors")
     assert not twins.matched and (twins.match.layout.name, twins.closest) == ("bria", ["longcat_image"])
     assert LAYOUTS["dit"].required_keys() == ["t_embedder.mlp.0.weight", "t_embedder.mlp.2.weight"]
+
+
+def write_raw(path, header: dict, data: bytes):
+    """A safetensors file written by hand: 8-byte length, the JSON header, the data."""
+    text = json.dumps(header).encode()
+    path.write_bytes(len(text).to_bytes(8, "little") + text + data)
+
+
+def dit_entries(**change) -> tuple[dict, bytes]:
+    """The header of DiT's time MLP (256 -> 8 -> 8) and a y_embedder, in float32, with ``change`` applied
+    to entries (key -> the fields to replace)."""
+    shapes = {"t_embedder.mlp.0.weight": [8, 256], "t_embedder.mlp.0.bias": [8], "t_embedder.mlp.2.weight": [8, 8],
+              "t_embedder.mlp.2.bias": [8], "y_embedder.embedding_table.weight": [3, 8]}  # fmt: skip
+    header, offset = {}, 0
+    for key, shape in shapes.items():
+        size = 4 * int(torch.tensor(shape).prod())
+        header[key] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    for key, fields in change.items():
+        header[key.replace("__", ".")].update(fields)
+    return header, bytes(offset)
+
+
+def hostile(tmp_path) -> dict[str, tuple[str, str]]:
+    """name -> (the path to inspect, a word its one-line error holds)."""
+    cases = {
+        "offsets that do not fit the shape": dict(t_embedder__mlp__0__weight={"data_offsets": [0, 16]}),
+        "an unknown dtype": dict(y_embedder__embedding_table__weight={"dtype": "Q7"}),
+        "negative offsets": dict(t_embedder__mlp__0__bias={"data_offsets": [-8, 0]}),
+        "offsets as strings": dict(t_embedder__mlp__0__bias={"data_offsets": ["8192", "8224"]}),
+    }
+    found = {}
+    for name, change in cases.items():
+        path = tmp_path / (name.replace(" ", "_") + ".safetensors")
+        write_raw(path, *dit_entries(**change))
+        found[name] = (str(path), "corrupt safetensors file")
+    dit = {"t_embedder.mlp.0.weight": torch.randn(8, 256), "t_embedder.mlp.2.weight": torch.randn(8, 5),
+           "y_embedder.embedding_table.weight": torch.randn(3, 8)}  # fmt: skip
+    save_file(dit, tmp_path / "chain.safetensors")
+    found["linears that do not chain"] = (str(tmp_path / "chain.safetensors"), "not one MLP")
+    (tmp_path / "shards").mkdir()
+    good = {**dit, "t_embedder.mlp.2.weight": torch.randn(8, 8)}
+    save_file(good, tmp_path / "shards" / "a.safetensors")
+    save_file({"t_embedder.mlp.0.weight": torch.randn(16, 64)}, tmp_path / "shards" / "b.safetensors")
+    found["a key in two files"] = (str(tmp_path / "shards"), "in two files")
+    (tmp_path / "named").mkdir()
+    save_file(good, tmp_path / "named" / "model.safetensors")
+    (tmp_path / "named" / "config.json").write_text(json.dumps({"_class_name": ["DiTTransformer2DModel"]}))
+    found["a class name that is a list"] = (str(tmp_path / "named"), "_class_name")
+    os.mkfifo(tmp_path / "fifo")
+    found["a FIFO"] = (str(tmp_path / "fifo"), "not a regular file")
+    found["an empty path"] = ("", "path")
+    return found
+
+
+@pytest.mark.parametrize("name", ["offsets that do not fit the shape", "an unknown dtype", "negative offsets",
+                                  "offsets as strings", "linears that do not chain", "a key in two files",
+                                  "a class name that is a list", "a FIFO", "an empty path"])  # fmt: skip
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_hostile_checkpoint_is_one_line_and_exit_2(name, as_json, tmp_path, capsys):
+    path, word = hostile(tmp_path)[name]
+    assert main(["inspect", path, *["--json"] * as_json]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and word in err and "Traceback" not in err, err
+
+
+def test_float8_and_unsigned_weights_report_their_dtype(tmp_path):
+    """A float8 Flux checkpoint (a common download): its precision is bfloat16's, the dtype it computes in.
+    Unsigned and complex weights are named as they are, not as bytes."""
+    state = {k: v.to(torch.float8_e4m3fn) for k, v in keys_of(LAYOUTS["flux_dev_original"]).items()}
+    save_file(state, tmp_path / "flux.safetensors")
+    found = inspect_checkpoint(tmp_path / "flux.safetensors")
+    assert found.dtype == torch.float8_e4m3fn and found.precision.dtype == torch.bfloat16 and found.finite
+    with pytest.raises(ValueError, match="float8 model computes in a wider dtype"):
+        schedule_precision("flux_dev", torch.float8_e4m3fn)
+    for dtype in [torch.complex64, *[getattr(torch, n) for n in ("uint16", "uint32") if hasattr(torch, n)]]:
+        save_file({k: v.to(dtype) for k, v in keys_of(LAYOUTS["dit"]).items()}, tmp_path / "odd.safetensors")
+        found = inspect_checkpoint(tmp_path / "odd.safetensors")
+        assert found.dtype == dtype and found.precision is None
+
+
+def test_no_time_path_among_many_keys_compares_a_bounded_number(tmp_path, monkeypatch):
+    """The "closest keys" hint compares keys that share a name with a layout's, at most 2000 of them."""
+    seen = []
+    close = difflib.get_close_matches
+    monkeypatch.setattr(
+        difflib, "get_close_matches", lambda word, keys, **kw: seen.append(len(keys)) or close(word, keys, **kw)
+    )
+    state = {f"blocks.{i}.attn.weight": torch.zeros(1) for i in range(3000)}
+    state.update({f"blocks.{i}.mlp.fc1.weight": torch.zeros(1) for i in range(3000)})
+    save_file(state, tmp_path / "big.safetensors")
+    with pytest.raises(ValueError, match="no time path"):
+        inspect_checkpoint(tmp_path / "big.safetensors")
+    assert seen and max(seen) == 2000

@@ -27,10 +27,13 @@ from .precision import SchedulePrecision, schedule_precision
 
 __all__ = ["Inspection", "inspect_checkpoint"]
 
-# safetensors' dtype names (its format's header); a name torch lacks is read as bytes
-_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-           "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2, "I64": torch.int64, "I32": torch.int32,
-           "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}  # fmt: skip
+# safetensors' dtype names (its format's header) that this torch has; a tensor of another (F4, F6_*) is read as
+# bytes, and refused as the time MLP's weight
+_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn",
+          "F8_E5M2": "float8_e5m2", "F8_E8M0": "float8_e8m0fnu", "C64": "complex64", "I64": "int64", "I32": "int32",
+          "I16": "int16", "I8": "int8", "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8",
+          "BOOL": "bool"}  # fmt: skip
+_DTYPES = {name: getattr(torch, attr) for name, attr in _NAMES.items() if hasattr(torch, attr)}
 
 
 @dataclass
@@ -97,8 +100,11 @@ def _files(path: Path) -> tuple[list[Path], dict]:
     if path.is_file():
         return [path], {}
     if not path.is_dir():
-        raise FileNotFoundError(f"{path}: no such file or folder")
+        what = "not a regular file or a folder" if path.exists() else "no such file or folder"
+        raise FileNotFoundError(f"{path}: {what}")
     config = read_json(path / "config.json") if (path / "config.json").is_file() else {}
+    if not isinstance(config.get("_class_name", ""), str):
+        raise ValueError(f"{path / 'config.json'}: _class_name must be a class name, got {config['_class_name']!r:.80}")
     index = path / f"{DIFFUSERS_WEIGHTS}.index.json"
     if (path / DIFFUSERS_WEIGHTS).is_file():
         return [path / DIFFUSERS_WEIGHTS], config
@@ -107,7 +113,7 @@ def _files(path: Path) -> tuple[list[Path], dict]:
         if not isinstance(shards, dict) or any(not isinstance(s, str) or Path(s).name != s for s in shards.values()):
             raise ValueError(f"{index}: no weight_map of file names in this folder")
         return [path / s for s in sorted(set(shards.values()))], config
-    files = sorted(path.glob("*.safetensors"))
+    files = sorted(f for f in path.glob("*.safetensors") if f.is_file())
     if not files:
         raise FileNotFoundError(f"{path}: no .safetensors file (nor {DIFFUSERS_WEIGHTS}.index.json)")
     return files, config
@@ -127,17 +133,17 @@ def _closest(keys: list[str]) -> list[tuple[Layout, str, list[str]]]:
 
 def _match(state: dict[str, torch.Tensor], config: dict) -> tuple[LayoutMatch, bool, list[str], list[str]]:
     """``(match, matched, what decided it, the other layouts as close)``."""
-    name = config.get("_class_name")
+    name, told = config.get("_class_name"), []
     if name in LAYOUT_BY_CLASS:  # the class says which of the layouts with the same keys
         return find_time_paths(state, layout=LAYOUT_BY_CLASS[name]), True, [f"config.json: {name}"], []
     contract = contract_of(name, config) if isinstance(name, str) else None
     if contract is not None and any(x.family == contract.name for x in LAYOUTS.values()):
         try:
             return find_time_paths(state, family=contract.name), True, [f"config.json: {name}"], []
-        except ValueError:
-            pass  # a layout of the family's does not fit: detect from the keys alone
+        except ValueError:  # a layout of the family's does not fit: detect from the keys alone, and say so
+            told = [f"config.json: {name}, whose family's layouts ({contract.name}) do not fit these keys"]
     try:
-        return find_time_paths(state), True, [], []
+        return find_time_paths(state), True, told, []
     except ValueError as exc:
         closest = _closest(list(state))
         if not closest:
@@ -146,7 +152,7 @@ def _match(state: dict[str, torch.Tensor], config: dict) -> tuple[LayoutMatch, b
     match = find_time_paths(state, layout=lay.name, prefix=prefix)
     ties = [x.name for x, _, m in closest[1:] if (len(m), len(x.markers)) == (len(missing), len(lay.markers))]
     why = f"missing its markers: {', '.join(missing)}" if missing else "the same keys as the others, all here"
-    return match, False, [why], ties
+    return match, False, [*told, why], ties
 
 
 def _evidence(match: LayoutMatch, keys: list[str]) -> list[str]:
@@ -168,30 +174,49 @@ def inspect_checkpoint(path: str | Path) -> Inspection:
         FileNotFoundError: PATH is neither a file nor a folder holding safetensors files.
         ValueError: a corrupt header (``CheckpointError``), or no layout's time path in the file.
     """
+    if str(path) == "":  # Path("") is the current folder
+        raise ValueError("path: expected a .safetensors file or a model folder, got ''")
     files, config = _files(Path(path))
     where: dict[str, Path] = {}
     state: dict[str, torch.Tensor] = {}
+    foreign: dict[str, str] = {}  # the keys whose dtype torch lacks: their dtype's name
     for file in files:
-        for key, entry in read_safetensors_header(file).items():
+        header = read_safetensors_header(file)
+        try:  # safetensors checks each entry: its dtype, shape and offsets (no gap, no overlap)
+            with safetensors_torch().safe_open(str(file), "pt"):
+                pass
+        except Exception as exc:  # its SafetensorError is not exported in a stable place
+            raise CheckpointError(f"{file}: corrupt safetensors file ({str(exc).splitlines()[0]})") from None
+        for key, entry in header.items():
             if key == "__metadata__":
                 continue
+            if key in where:
+                raise CheckpointError(f"{key!r} is in two files, {where[key]} and {file}: inspect one of them")
             where[key] = file
             try:  # meta tensors: the header's shapes and dtypes, nothing allocated
                 state[key] = torch.empty(entry["shape"], dtype=_DTYPES.get(entry["dtype"], torch.uint8), device="meta")
-            except (KeyError, TypeError, RuntimeError) as exc:
-                raise CheckpointError(f"{file}: corrupt safetensors header entry {key!r} ({exc})") from None
+            except RuntimeError:  # safetensors' sizes are unsigned 64-bit, torch's signed
+                raise CheckpointError(f"{file}: {key!r} has a shape torch cannot hold: {entry['shape']}") from None
+            if entry["dtype"] not in _DTYPES:
+                foreign[key] = entry["dtype"]
     match, matched, decided, closest = _match(state, config)
     main = [k for k in state if any(k.startswith(lin + ".") for lin in match.paths[0].linears)]
+    weight = match.paths[0].linears[0] + ".weight"
+    if weight in foreign:
+        raise CheckpointError(f"{where[weight]}: {weight} is {foreign[weight]}, a dtype this torch lacks")
     tensors: dict[str, torch.Tensor] = {}
     for file in sorted({where[k] for k in main}):
         with safetensors_torch().safe_open(str(file), "pt") as f:
             tensors.update({k: f.get_tensor(k) for k in main if where[k] == file})
-    dtype = state[match.paths[0].linears[0] + ".weight"].dtype
+    dtype = state[weight].dtype
     family, name = match.layout.family, config.get("_class_name")
     contract = get_contract(family) if family else contract_of(name, config) if isinstance(name, str) else None
-    precision = schedule_precision(contract, dtype) if contract is not None and dtype.is_floating_point else None
+    # float8 weights compute upcast (diffusers' enable_layerwise_casting: in bfloat16, its usual compute dtype)
+    compute = torch.bfloat16 if dtype.is_floating_point and dtype.itemsize == 1 else dtype
+    precision = schedule_precision(contract, compute) if contract is not None and dtype.is_floating_point else None
     return Inspection(
         str(path), [str(f) for f in files], len(state), match, matched, [*decided, *_evidence(match, list(state))],
         closest, dtype,
-        all(bool(torch.isfinite(t.float()).all()) for t in tensors.values()), contract, precision,
+        all(bool(torch.isfinite(t.float() if t.is_floating_point() else t).all()) for t in tensors.values()),
+        contract, precision,
     )  # fmt: skip

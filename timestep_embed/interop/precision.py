@@ -144,7 +144,9 @@ def schedule_precision(
             the model is loaded in it), so a pipeline that casts the timestep to them rounds it there.
     """
     contract = _contract_of(family)
-    check_float_dtype(dtype)
+    if check_float_dtype(dtype).itemsize == 1:  # float8 stores weights; the model computes upcast
+        raise ValueError(f"dtype {dtype}: a float8 model computes in a wider dtype (bfloat16 in diffusers' "
+                         "enable_layerwise_casting); pass that one")  # fmt: skip
     if dim is not None:
         check_int(dim, "dim", 2)
     if isinstance(schedule, torch.Tensor):

@@ -145,6 +145,9 @@ def _paths(layout: Layout, state_dict: Mapping[str, torch.Tensor], prefix: str) 
             widths: tuple[int, ...] = ()
             if w1 is not None and w2 is not None and w1.dim() == w2.dim() == 2:
                 widths = (w1.shape[1], w1.shape[0], w2.shape[0])
+                if w2.shape[1] != w1.shape[0] or 0 in widths:
+                    raise ValueError(f"{linears[0]}.weight {tuple(w1.shape)} and {linears[1]}.weight "
+                                     f"{tuple(w2.shape)} are not one MLP's [hidden, in] and [out, hidden]")  # fmt: skip
             paths.append(TimePath(label, linears, widths, mlp.fed))
     return paths
 
@@ -229,9 +232,12 @@ def _refuse_two_models(found: list[tuple[Layout, str]]) -> None:
 
 def _nothing_fits(keys: list[str], layouts: list[Layout], prefixes: tuple[str, ...]) -> str:
     probes: dict[str, str] = {lay.mlps[0].key(): lay.name for lay in layouts}
+    # difflib compares each key with each probe: only keys sharing a name with a probe, a bounded number of them
+    words = {w for probe in probes for w in probe.split(".") if not w.isdigit()} - {"weight", "bias"}
+    near = [k for k in keys if not words.isdisjoint(k.split("."))][:2000]
     scored = []
     for probe in probes:
-        for key in difflib.get_close_matches(probe, keys, n=2, cutoff=0.6):
+        for key in difflib.get_close_matches(probe, near, n=2, cutoff=0.6):
             scored.append((difflib.SequenceMatcher(None, probe, key).ratio(), key, probe))
     closest = [f"{key} (like {probes[probe]}'s {probe})" for _, key, probe in sorted(scored, reverse=True)[:4]]
     hint = f"; the closest keys: {', '.join(closest)}" if closest else f"; its first keys: {keys[:4]}"
