@@ -21,13 +21,11 @@ import torch
 from .checks import check_dense, check_device, check_float_dtype, check_int, real_array
 from .conventions import Convention
 
-# fmt: off
 __all__ = [
     "TimestepsLike", "LowPrecisionTimestepWarning", "float_max", "check_dim", "check_options", "options_bound",
     "graph_mode", "cacheable", "host_values", "VALUE_CHECKS", "set_value_checks", "value_checks", "reads_values",
     "as_tensor", "value_range", "check_timesteps", "warn_half_on_device",
-]
-# fmt: on
+]  # fmt: skip
 
 # What every function and module of the package accepts as timesteps: a tensor of any shape, a numpy
 # array, a Python number or a (nested) list of numbers; integer or floating.

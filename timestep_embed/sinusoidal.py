@@ -61,12 +61,10 @@ from .guards import (
     warn_half_on_device,
 )
 
-# fmt: off
 __all__ = [
     "LowPrecisionTimestepWarning", "frequencies", "frequencies_np", "sinusoidal_embedding", "sinusoidal_embedding_np",
     "distinct_values", "get_timestep_embedding",
-]
-# fmt: on
+]  # fmt: skip
 
 _DISTINCT_MIN_VALUES = 1 << 13  # smaller outputs are cheaper to compute than to deduplicate
 _DISTINCT_MIN_ROWS = 512  # below, a sort to find distinct values costs more than it saves

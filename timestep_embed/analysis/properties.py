@@ -30,13 +30,11 @@ from ..conventions import Convention, resolve_convention
 from ..guards import check_dim
 from ..sinusoidal import frequencies_np, sinusoidal_embedding, sinusoidal_embedding_np
 
-# fmt: off
 __all__ = [
     "PRECISIONS", "Bounds", "Uniqueness", "embed", "bounds", "uniqueness", "position_uniqueness", "dot_by_offset",
     "distance_by_offset", "relative_identity", "relative_identity_error", "rotation_matrix", "rotation_error",
     "wavelengths", "angular_frequencies", "positions_array",
-]
-# fmt: on
+]  # fmt: skip
 
 PRECISIONS = ("float64", "float32", "float32_precise")
 

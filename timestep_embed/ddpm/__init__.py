@@ -33,7 +33,6 @@ from .train import Callback, adamw, distill_config, distill_run, run_training, t
 from .trained import describe_sampling, export_run, generate, load_model, sample_run
 from .unet import UNet, UNetConfig
 
-# fmt: off
 __all__ = [
     # configs and the errors of bad input
     "RunConfig", "DataConfig", "UNetConfig", "DiffusionConfig", "TrainConfig", "SampleConfig", "EvalConfig",
@@ -46,5 +45,4 @@ __all__ = [
     # a run: train, distil, sample, load, export
     "Callback", "adamw", "update_ema", "TrainingDiverged", "train_loop", "run_training", "distill_config",
     "distill_run", "generate", "describe_sampling", "load_model", "export_run", "sample_run",
-]
-# fmt: on
+]  # fmt: skip
