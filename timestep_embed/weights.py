@@ -95,7 +95,9 @@ def _parse_header(path: Path, head: bytes, size: int) -> dict:
 
 
 def read_safetensors_header(path: str | os.PathLike) -> dict:
-    """The checked JSON header of a safetensors file (its ``__metadata__`` included), reading only the header."""
+    """The checked JSON header of a safetensors file (its ``__metadata__`` included), reading only the header:
+    our checks first (their messages are plainer), then safetensors' own of every entry (dtype, shape, offsets
+    without gap or overlap)."""
     path = Path(check_path(path, "path"))
     if not path.is_file():
         raise CheckpointError(f"weights file not found: {path}")
@@ -103,7 +105,13 @@ def read_safetensors_header(path: str | os.PathLike) -> dict:
         head = f.read(8)
         n = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
         head += f.read(min(n, MAX_HEADER_BYTES + 1))
-    return _parse_header(path, head, path.stat().st_size)
+    header = _parse_header(path, head, path.stat().st_size)
+    try:  # opening maps the file and checks the header; no tensor is read
+        with safetensors_torch().safe_open(str(path), "pt"):
+            pass
+    except Exception as exc:  # its SafetensorError is not exported in a stable place
+        raise CheckpointError(f"{path}: corrupt safetensors file ({str(exc).splitlines()[0]})") from None
+    return header
 
 
 def load_safetensors(
