@@ -62,36 +62,60 @@ def test_a_live_process_holds_the_folder_and_a_dead_ones_lock_file_is_no_obstacl
     assert (run / ".lock").is_file()  # never deleted: a deleted lock file would let two processes lock two files
 
 
+def endless_run(run: Path) -> list[str]:
+    """A training command on ``run`` that holds its folder until it is stopped (SIGTERM: exit 130, saved)."""
+    return [sys.executable, "-m", "timestep_embed", "train", "--config", SMOKE, "--out-dir", str(run), "--quiet",
+            *fast("train.steps=100000", "train.log_every=1", "train.snapshot_every=0")]  # fmt: skip
+
+
+def wait_for_steps(proc: subprocess.Popen, run: Path) -> None:
+    """Until ``proc`` has logged two steps (it holds the lock and its SIGTERM handler is in place)."""
+    deadline = time.time() + 120
+    while not ((run / "log.jsonl").is_file() and (run / "log.jsonl").read_text().count("\n") >= 2):
+        assert time.time() < deadline and proc.poll() is None, proc.communicate()[1][-2000:]
+        time.sleep(0.1)
+
+
+def stop_and_check_saved(proc: subprocess.Popen, run: Path) -> None:
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
+    steps = [json.loads(line)["step"] for line in (run / "log.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, len(steps) + 1))  # one run's log, no line of another
+    assert (run / "checkpoint.safetensors").is_file()
+
+
 def test_two_starts_on_a_folder_with_a_stale_lock_admit_exactly_one(tmp_path):
     """The lock is the operating system's (it ends with its process), so there is no stale lock to take
-    over, and no window in which two processes both take it over and one deletes the other's."""
+    over, and no window in which two processes both take it over and one deletes the other's. Neither
+    run ends by itself, so the refused one is refused by the other's lock, however slow either starts."""
     run = tmp_path / "run"
     run.mkdir()
     (run / ".lock").write_text("process 999999 on a host that is gone")
     env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "timestep_embed", "train", "--config", SMOKE, "--out-dir", str(run), "--quiet",
-           *fast("train.steps=60", "train.snapshot_every=0")]  # fmt: skip
-    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in "ab"]
-    results = [(p.wait(timeout=240), p.communicate()[1]) for p in procs]
-    codes = sorted(code for code, _ in results)
-    assert codes == [0, 2], results
-    assert "in use by process" in next(err for code, err in results if code == 2)
-    assert json.loads((run / "metrics.json").read_text())["train_steps"] == 60
+    procs = [subprocess.Popen(endless_run(run), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True) for _ in "ab"]  # fmt: skip
+    deadline = time.time() + 120
+    while all(p.poll() is None for p in procs):
+        assert time.time() < deadline, "neither start was refused"
+        time.sleep(0.1)
+    refused = next(p for p in procs if p.poll() is not None)
+    err = refused.communicate()[1]
+    assert refused.returncode == 2 and "in use by process" in err and "Traceback" not in err, err[-2000:]
+    admitted = next(p for p in procs if p is not refused)
+    wait_for_steps(admitted, run)
+    stop_and_check_saved(admitted, run)
 
 
 def test_two_runs_on_one_folder_the_second_is_refused(tmp_path):
+    run = tmp_path / "run"
     env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "timestep_embed", "train", "--config", SMOKE, "--out-dir", str(tmp_path / "run"),
-           "--quiet", *fast("train.steps=100", "train.snapshot_every=0")]  # fmt: skip
-    first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while not (tmp_path / "run" / ".lock").exists() and time.time() < deadline:
-        time.sleep(0.05)
-    second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    first = subprocess.Popen(endless_run(run), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True)  # fmt: skip
+    wait_for_steps(first, run)
+    second = subprocess.run(endless_run(run), env=env, capture_output=True, text=True, timeout=120)
     assert second.returncode == 2 and "in use by process" in second.stderr and "Traceback" not in second.stderr
-    assert first.wait(timeout=180) == 0, first.communicate()[1][-2000:]
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert metrics["train_steps"] == 100  # the first run's, intact
+    stop_and_check_saved(first, run)  # the first run's folder, intact
 
 
 def test_samples_are_written_atomically(tmp_path, monkeypatch):
