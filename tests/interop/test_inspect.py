@@ -150,6 +150,21 @@ def hostile(tmp_path) -> dict[str, tuple[str, str]]:
     save_file(good, tmp_path / "named" / "model.safetensors")
     (tmp_path / "named" / "config.json").write_text(json.dumps({"_class_name": ["DiTTransformer2DModel"]}))
     found["a class name that is a list"] = (str(tmp_path / "named"), "_class_name")
+    for name, (listed, word) in {
+        "an index that puts a key in another shard": ("b", "in a.safetensors"),
+        "an index that lists a key no shard holds": ("c", "in no shard"),
+    }.items():
+        folder = tmp_path / name.replace(" ", "_")
+        folder.mkdir()
+        save_file({k: v for k, v in good.items() if "mlp.2" not in k}, folder / "a.safetensors")
+        save_file({k: v for k, v in good.items() if "mlp.2" in k}, folder / "b.safetensors")
+        index = {k: "b.safetensors" if "mlp.2" in k else "a.safetensors" for k in good}
+        index["t_embedder.mlp.0.weight"] = f"{listed}.safetensors" if listed == "b" else "a.safetensors"
+        if listed == "c":
+            index["t_embedder.mlp.4.weight"] = "b.safetensors"
+        index_file = folder / "diffusion_pytorch_model.safetensors.index.json"
+        index_file.write_text(json.dumps({"weight_map": index}))
+        found[name] = (str(folder), word)
     os.mkfifo(tmp_path / "fifo")
     found["a FIFO"] = (str(tmp_path / "fifo"), "not a regular file")
     found["an empty path"] = ("", "path")
@@ -158,13 +173,25 @@ def hostile(tmp_path) -> dict[str, tuple[str, str]]:
 
 @pytest.mark.parametrize("name", ["offsets that do not fit the shape", "an unknown dtype", "negative offsets",
                                   "offsets as strings", "linears that do not chain", "a key in two files",
-                                  "a class name that is a list", "a FIFO", "an empty path"])  # fmt: skip
+                                  "a class name that is a list", "an index that puts a key in another shard",
+                                  "an index that lists a key no shard holds", "a FIFO", "an empty path"])  # fmt: skip
 @pytest.mark.parametrize("as_json", [False, True])
 def test_a_hostile_checkpoint_is_one_line_and_exit_2(name, as_json, tmp_path, capsys):
     path, word = hostile(tmp_path)[name]
     assert main(["inspect", path, *["--json"] * as_json]) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1 and word in err and "Traceback" not in err, err
+
+
+def test_a_prefix_the_detection_does_not_try_is_given_with_prefix(tmp_path, capsys):
+    model, _, _ = build("dit")
+    save_file({"ema." + k: v.contiguous() for k, v in model.state_dict().items()}, tmp_path / "ema.safetensors")
+    assert main(["inspect", str(tmp_path / "ema.safetensors")]) == 2
+    assert "inspect --prefix" in capsys.readouterr().err
+    assert main(["inspect", str(tmp_path / "ema.safetensors"), "--prefix", "ema."]) == 0
+    assert "family dit_diffusers, under prefix 'ema.'" in capsys.readouterr().out
+    assert main(["inspect", str(tmp_path / "ema.safetensors"), "--prefix", "model."]) == 2
+    assert "under the prefixes ['model.']" in capsys.readouterr().err
 
 
 def test_float8_and_unsigned_weights_report_their_dtype(tmp_path):

@@ -142,7 +142,7 @@ def _compare(args) -> int:
 
 
 def _inspect(args) -> int:
-    result = inspect_checkpoint(args.path)
+    result = inspect_checkpoint(args.path, prefix=args.prefix)
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.summary())
     return 0
 

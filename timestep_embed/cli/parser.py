@@ -171,6 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("path", metavar="PATH", help="a .safetensors file or a diffusers model folder")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--prefix",
+        help="the prefix in front of the model's keys (e.g. 'model.'); by default the usual ones are tried "
+        "('', 'model.diffusion_model.', 'transformer.', ...)",
+    )
 
     p = command(
         "detect",

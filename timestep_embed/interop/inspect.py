@@ -95,10 +95,11 @@ class Inspection:
         }  # fmt: skip
 
 
-def _files(path: Path) -> tuple[list[Path], dict]:
-    """The safetensors files of PATH and its folder's ``config.json`` ({} for a file alone)."""
+def _files(path: Path) -> tuple[list[Path], dict, dict[str, str]]:
+    """The safetensors files of PATH, its folder's ``config.json`` ({} for a file alone) and the shard
+    index's ``weight_map`` ({} without one)."""
     if path.is_file():
-        return [path], {}
+        return [path], {}, {}
     if not path.is_dir():
         what = "not a regular file or a folder" if path.exists() else "no such file or folder"
         raise FileNotFoundError(f"{path}: {what}")
@@ -107,45 +108,63 @@ def _files(path: Path) -> tuple[list[Path], dict]:
         raise ValueError(f"{path / 'config.json'}: _class_name must be a class name, got {config['_class_name']!r:.80}")
     index = path / f"{DIFFUSERS_WEIGHTS}.index.json"
     if (path / DIFFUSERS_WEIGHTS).is_file():
-        return [path / DIFFUSERS_WEIGHTS], config
+        return [path / DIFFUSERS_WEIGHTS], config, {}
     if index.is_file():
         shards = read_json(index).get("weight_map")
         if not isinstance(shards, dict) or any(not isinstance(s, str) or Path(s).name != s for s in shards.values()):
             raise ValueError(f"{index}: no weight_map of file names in this folder")
-        return [path / s for s in sorted(set(shards.values()))], config
+        return [path / s for s in sorted(set(shards.values()))], config, shards
     files = sorted(f for f in path.glob("*.safetensors") if f.is_file())
     if not files:
         raise FileNotFoundError(f"{path}: no .safetensors file (nor {DIFFUSERS_WEIGHTS}.index.json)")
-    return files, config
+    return files, config, {}
 
 
-def _closest(keys: list[str]) -> list[tuple[Layout, str, list[str]]]:
-    """The layouts whose main time path is in ``keys`` (under a known prefix) with the markers they miss:
-    the most markers found first, then the fewest missed, then the registry's order."""
+def _check_index(folder: Path, index: dict[str, str], where: dict[str, Path]) -> None:
+    """CheckpointError when the shards do not hold exactly the keys their index lists, each in its file
+    (a shard of another download, or one cut short): the loaders read keys by the index."""
+    wrong = [k for k, file in index.items() if k not in where or where[k].name != file] + [
+        k for k in where if k not in index
+    ]
+    if wrong:
+        k = wrong[0]
+        said = f"in {index[k]}" if k in index else "not listed"
+        found = f"in {where[k].name}" if k in where else "in no shard"
+        raise CheckpointError(
+            f"{folder / DIFFUSERS_WEIGHTS}.index.json and its shards disagree on {len(wrong)} key(s), e.g. {k!r}: "
+            f"the index has it {said}, it is {found}; download the folder again"
+        )
+
+
+def _closest(keys: list[str], prefixes: tuple[str, ...]) -> list[tuple[Layout, str, list[str]]]:
+    """The layouts whose main time path is in ``keys`` (under one of ``prefixes``) with the markers they
+    miss: the most markers found first, then the fewest missed, then the registry's order."""
     have, found = set(keys), []
     for lay in LAYOUTS.values():
-        p = next((p for p in KNOWN_PREFIXES if all(p + k in have for k in lay.required_keys())), None)
+        p = next((p for p in prefixes if all(p + k in have for k in lay.required_keys())), None)
         if p is not None:
             missing = [m for m in lay.markers if not any(k.startswith(p) and m in k[len(p) :] for k in keys)]
             found.append((lay, p, missing))
     return sorted(found, key=lambda f: (len(f[2]) - len(f[0].markers), len(f[2])))
 
 
-def _match(state: dict[str, torch.Tensor], config: dict) -> tuple[LayoutMatch, bool, list[str], list[str]]:
+def _match(
+    state: dict[str, torch.Tensor], config: dict, prefix: str | None
+) -> tuple[LayoutMatch, bool, list[str], list[str]]:
     """``(match, matched, what decided it, the other layouts as close)``."""
     name, told = config.get("_class_name"), []
     if name in LAYOUT_BY_CLASS:  # the class says which of the layouts with the same keys
-        return find_time_paths(state, layout=LAYOUT_BY_CLASS[name]), True, [f"config.json: {name}"], []
+        return find_time_paths(state, layout=LAYOUT_BY_CLASS[name], prefix=prefix), True, [f"config.json: {name}"], []
     contract = contract_of(name, config) if isinstance(name, str) else None
     if contract is not None and any(x.family == contract.name for x in LAYOUTS.values()):
         try:
-            return find_time_paths(state, family=contract.name), True, [f"config.json: {name}"], []
+            return find_time_paths(state, family=contract.name, prefix=prefix), True, [f"config.json: {name}"], []
         except ValueError:  # a layout of the family's does not fit: detect from the keys alone, and say so
             told = [f"config.json: {name}, whose family's layouts ({contract.name}) do not fit these keys"]
     try:
-        return find_time_paths(state), True, told, []
+        return find_time_paths(state, prefix=prefix), True, told, []
     except ValueError as exc:
-        closest = _closest(list(state))
+        closest = _closest(list(state), KNOWN_PREFIXES if prefix is None else (prefix,))
         if not closest:
             raise ValueError(str(exc).splitlines()[0]) from None
     lay, prefix, missing = closest[0]
@@ -167,8 +186,10 @@ def _evidence(match: LayoutMatch, keys: list[str]) -> list[str]:
     ]
 
 
-def inspect_checkpoint(path: str | Path) -> Inspection:
-    """What a checkpoint's time path is (see the module docstring).
+def inspect_checkpoint(path: str | Path, prefix: str | None = None) -> Inspection:
+    """What a checkpoint's time path is (see the module docstring). ``prefix``: the one in front of the
+    model's keys (``"first_stage."``, ...); None tries the usual ones (``""``, ``"model.diffusion_model."``,
+    ``"transformer."``, ...).
 
     Raises:
         FileNotFoundError: PATH is neither a file nor a folder holding safetensors files.
@@ -176,7 +197,7 @@ def inspect_checkpoint(path: str | Path) -> Inspection:
     """
     if str(path) == "":  # Path("") is the current folder
         raise ValueError("path: expected a .safetensors file or a model folder, got ''")
-    files, config = _files(Path(path))
+    files, config, index = _files(Path(path))
     where: dict[str, Path] = {}
     state: dict[str, torch.Tensor] = {}
     foreign: dict[str, str] = {}  # the keys whose dtype torch lacks: their dtype's name
@@ -193,7 +214,9 @@ def inspect_checkpoint(path: str | Path) -> Inspection:
                 raise CheckpointError(f"{file}: {key!r} has a shape torch cannot hold: {entry['shape']}") from None
             if entry["dtype"] not in _DTYPES:
                 foreign[key] = entry["dtype"]
-    match, matched, decided, closest = _match(state, config)
+    if index:
+        _check_index(Path(path), index, where)
+    match, matched, decided, closest = _match(state, config, prefix)
     main = [k for k in state if any(k.startswith(lin + ".") for lin in match.paths[0].linears)]
     weight = match.paths[0].linears[0] + ".weight"
     if weight in foreign:

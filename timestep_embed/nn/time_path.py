@@ -243,7 +243,7 @@ def _nothing_fits(keys: list[str], layouts: list[Layout], prefixes: tuple[str, .
     hint = f"; the closest keys: {', '.join(closest)}" if closest else f"; its first keys: {keys[:4]}"
     return (
         f"no time path in this state dict: tried the layouts {sorted(probes.values())} under the prefixes "
-        f"{list(prefixes)} (pass prefix= for another){hint}"
+        f"{list(prefixes)} (pass prefix= for another; inspect --prefix){hint}"
     )
 
 
