@@ -6,8 +6,9 @@ latents in that dtype too, as the pipelines keep them) and against float64, and 
 
 * **collisions**: distinct scheduler values that reach the sinusoid as one (bfloat16 Flux at 50 steps);
 * the largest **rounding error** of the sinusoid's input, next to the smallest gap between two steps;
-* the **derivative** of the embedding with respect to the time value, ``d emb / dx`` by
-  ``torch.func.jvp`` of the float64 sinusoid, and the embedding error the rounding causes (measured, and
+* the **derivative** of the embedding with respect to the time value: each frequency's (sin, cos) pair
+  turns on a circle of radius ``|gain|`` at angular speed ``scale * w_k``, so ``|d emb / dx|`` is
+  ``|gain * scale| * ||w||`` at every x; and the embedding error the rounding causes (measured, and
   predicted to first order as ``|dx| * |d emb / dx|``).
 
 ``safe`` holds when no two steps collide and the rounding moves no step's embedding by more than
@@ -36,7 +37,7 @@ SAFE_FRACTION = 0.01  # of a step: how far the rounding may move a step's embedd
 
 
 def sinusoid64(x: torch.Tensor, dim: int, convention: Convention) -> torch.Tensor:
-    """The sinusoid of ``convention`` in float64, written with differentiable ops only (for ``jvp``)."""
+    """The sinusoid of ``convention`` in float64, written with differentiable ops only."""
     w = frequencies(dim, convention.freq_shift, convention.max_period, precise=True).to(x.device)
     phase = convention.scale * x.double()[..., None] * w
     a, b = (phase.sin(), phase.cos()) if convention.first == "sin" else (phase.cos(), phase.sin())
@@ -98,8 +99,8 @@ class SchedulePrecision:
             first_order = float(self.input_error[i] * self.derivative[i])
             in_dtype = self.embedding_error_in_dtype
             lines += [
-                f"  |d emb / dx| up to {float(self.derivative.max()):.4g}; the rounding moves the embedding by up to "
-                f"{float(self.embedding_error.max()):.4g} (first order {first_order:.4g})",
+                f"  |d emb / dx| {float(self.derivative.max()):.4g} at every x; the rounding moves the embedding by "
+                f"up to {float(self.embedding_error.max()):.4g} (first order {first_order:.4g})",
                 f"  that is {self.step_fraction:.3g} of the way to the next step's embedding; with the sinusoid's "
                 f"output in {dt} too: {float(in_dtype.max()) if in_dtype is not None else 0:.4g}",
             ]
@@ -166,9 +167,9 @@ def schedule_precision(
     conv = contract.convention
     if conv is not None:
         width = dim or contract.sinusoid_dim or 256
-        tangent = torch.ones_like(reference)
-        emb, d_emb = torch.func.jvp(lambda t: sinusoid64(t, width, conv), (reference,), (tangent,))[:2]
-        report.derivative = d_emb.norm(dim=-1)
+        emb = sinusoid64(reference, width, conv)
+        w = frequencies(width, conv.freq_shift, conv.max_period, precise=True)
+        report.derivative = torch.full_like(reference, abs(conv.gain * conv.scale) * float(w.norm()))
         moved = sinusoid64(x.double(), width, conv)
         report.embedding_error = (moved - emb).norm(dim=-1)
         report.embedding_error_in_dtype = (moved.to(dtype).double() - emb).norm(dim=-1)
