@@ -31,6 +31,7 @@ from timestep_embed.ddpm import (
 from timestep_embed.ddpm import checkpoint as checkpoint_file
 from timestep_embed.ddpm import runtime as runtime_module
 from timestep_embed.ddpm import train as train_module
+from timestep_embed.ddpm.runlog import TrainingLog
 from timestep_embed.ddpm.runtime import Runtime
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -225,6 +226,40 @@ def test_a_time_budget_runs_on_the_wall_clock(monkeypatch):
     assert budget.progress(6) >= 1
     steps = train_module.Budget(RunConfig.load(SMOKE).train, Runtime.create("cpu", False), 0.0)
     assert steps.progress(10) == 0.5 and steps.progress(20) == 1.0
+
+
+def test_with_several_processes_the_clock_is_broadcast_every_log_line_only(monkeypatch):
+    """Rank 0's clock reaches the other ranks by a broadcast, a host sync: at log lines, not at every step."""
+    cfg = RunConfig.load(SMOKE, ["train.minutes=10", "train.log_every=25"])
+    now, sent = [1000.0], []
+
+    def broadcast(value, rt):
+        sent.append(value)
+        return value
+
+    monkeypatch.setattr(train_module.time, "time", lambda: now[0])
+    monkeypatch.setattr(train_module, "broadcast_float", broadcast)
+    budget = train_module.Budget(cfg.train, Runtime(torch.device("cpu"), world_size=2), elapsed=0.0)
+    seen = []
+    for step in range(100):  # the loop asks before and after each step
+        now[0] += 3.0
+        seen += [budget.progress(step), budget.progress(step + 1)]
+    assert sent == pytest.approx([0.005, 0.125, 0.25, 0.375, 0.5])  # steps 0, 25, 50, 75, 100 and seen[-1] == sent[-1]
+    assert sorted(seen) == seen  # it holds between broadcasts and never goes back
+
+
+def test_a_checkpoints_finiteness_check_keeps_the_log_lines_window(tmp_path):
+    """The check before a periodic checkpoint reads the loss but starts no new window: the next log line is
+    still the mean of every step since the last line."""
+    t = RunConfig.load(SMOKE, ["train.log_every=4"]).train
+    logbook = TrainingLog(tmp_path, t, 0, 0.0, show=False)
+    for step, loss in enumerate([1.0, 2.0, 4.0, 6.0, 8.0, 10.0], 1):
+        logbook.step(step, torch.tensor(loss), 1e-3, torch.tensor(0.5), float(step))
+        if step == 3:
+            assert logbook.read(step, torch.tensor(0.5), new_window=False) == (3.0, 0.5)  # steps 2-3
+    logbook.close()
+    lines = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["loss"]) for r in lines] == [(1, 1.0), (4, 4.0)]  # steps 2-4: (2 + 4 + 6) / 3
 
 
 def test_the_training_optimizer_is_fused_and_takes_the_same_steps():

@@ -155,15 +155,17 @@ class TrainingLog:
                     raise ImportError("train.tensorboard needs: pip install 'timestep-embed[tensorboard]'") from exc
                 self.board = SummaryWriter(str(out / "tensorboard"))
 
-    def read(self, step: int, grad_norm: torch.Tensor | float = 0.0) -> tuple[float, float]:
-        """The mean loss of the steps since the last read, and ``grad_norm``: one read from the device. Starts a new
-        window; TrainingDiverged when the loss is NaN or inf."""
+    def read(self, step: int, grad_norm: torch.Tensor | float = 0.0, new_window: bool = True) -> tuple[float, float]:
+        """The mean loss of the steps since the last log line, and ``grad_norm``: one read from the device.
+        Starts a new window (``new_window``; a checkpoint's check does not, so the next line covers its
+        steps); TrainingDiverged when the loss is NaN or inf."""
         if self.loss_sum is None:  # no step since the last read
             return (math.nan if self.last_loss is None else self.last_loss), float(grad_norm)
         first, steps = self.window[1] + 1, max(1, step - self.window[1])
         norm = torch.as_tensor(grad_norm, dtype=torch.float32, device=self.loss_sum.device)
         loss, norm = torch.stack([self.loss_sum.float() / steps, norm]).tolist()
-        self.loss_sum, self.window = None, (time.perf_counter(), step)
+        if new_window:
+            self.loss_sum, self.window = None, (time.perf_counter(), step)
         if not (math.isfinite(loss) and math.isfinite(norm)):
             raise TrainingDiverged(
                 f"the loss is {loss:.4g} (the mean of steps {first}-{step}) and the gradient norm {norm:.4g} "

@@ -95,10 +95,12 @@ def update_ema(ema: nn.Module | Sequence[torch.Tensor], model: nn.Module | Seque
 
 class Budget:
     """``train.steps``, or ``train.minutes`` on the wall clock since training began, plus what the run
-    had used before a resume. Rank 0's clock decides on every rank."""
+    had used before a resume. Rank 0's clock decides on every rank: with several processes it is broadcast
+    (a host sync) every ``train.log_every`` steps, and holds in between."""
 
     def __init__(self, t: TrainConfig, rt: Runtime, elapsed: float):
         self.t, self.rt, self.before, self.start = t, rt, elapsed, time.time()
+        self.shared: tuple[int, float] | None = None  # (step, progress) of the last broadcast
 
     @property
     def elapsed(self) -> float:
@@ -108,7 +110,12 @@ class Budget:
         """How much of the budget is used, 0 -> 1 (it also drives the learning-rate decay)."""
         if self.t.steps:
             return step / self.t.steps
-        return broadcast_float(self.elapsed / self.t.seconds, self.rt)
+        if self.rt.world_size == 1:
+            return self.elapsed / self.t.seconds
+        # every rank asks at the same steps, so they broadcast together; a run may end up to log_every steps late
+        if self.shared is None or step - self.shared[0] >= self.t.log_every:
+            self.shared = (step, broadcast_float(self.elapsed / self.t.seconds, self.rt))
+        return self.shared[1]
 
 
 def compiled(model: nn.Module, option: bool | str) -> nn.Module:
@@ -206,7 +213,7 @@ def train_loop(
                 save_samples_png(look, out_dir / f"snapshot_{step:06d}.png", nrow=8, caption=caption)
                 logbook.image("progress", look, step)
             if rt.is_main and not done and time.time() - last_checkpoint > 60 * t.checkpoint_minutes:
-                logbook.read(step, grad_norm)  # a checkpoint only of a finite loss
+                logbook.read(step, grad_norm, new_window=False)  # a checkpoint only of a finite loss
                 save_training_state(path, cfg.to_dict(), model, ema, opt, gen, step, budget.elapsed)
                 last_checkpoint = time.time()
     except KeyboardInterrupt:
