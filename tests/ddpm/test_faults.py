@@ -370,6 +370,9 @@ def test_evaluate_a_run_folder_uses_the_runs_own_evaluator(tmp_path, capsys):
     again = json.loads((tmp_path / "m.json").read_text())
     assert again["fd"] == pytest.approx(stored["samplings"][0]["fd"])  # samples.npy: the run's first sampling
     assert again["classifier_cache_file"] == stored["classifier_cache_file"]
+    before = (run / "metrics.json").read_bytes()
+    assert main(["evaluate", str(run), "--out", str(run / "metrics.json")]) == 2  # the run's own three samplings
+    assert "the run's own metrics.json" in capsys.readouterr().err and (run / "metrics.json").read_bytes() == before
 
 
 def test_runs_of_the_previous_version_sample_and_resume(tmp_path):

@@ -40,6 +40,7 @@ from ..ddpm import (
     score,
 )
 from ..ddpm.config import run_config
+from ..ddpm.runfolder import check_not_a_run_file
 from ..ddpm.runtime import launch
 from ..ddpm.schema import dump_yaml
 from ..files import atomic_write_bytes, check_writable, load_npy
@@ -114,8 +115,9 @@ def _load_npy(path: str, what: str, mmap_mode=None) -> np.ndarray:
 
 
 def _evaluate(args) -> int:
-    if args.out:
-        check_writable(Path(args.out).parent, "--out's folder")  # before the scoring, not after it
+    if args.out:  # before the scoring, not after it
+        check_writable(Path(args.out).parent, "--out's folder")
+        check_not_a_run_file(Path(args.out), "--out")
     if Path(args.samples).is_dir():  # a run folder: its samples, scored by the run's own evaluator
         cfg = run_config(args.samples)
         metrics = score(cfg, _load_npy(str(Path(args.samples) / "samples.npy"), "samples"), not args.no_references)

@@ -80,6 +80,13 @@ def _is_run(out: Path) -> bool:
         return False
 
 
+def check_not_a_run_file(path: Path, what: str) -> None:
+    """ValueError when ``path`` is one of the files of the run in its folder (a run's folder is written
+    only by its training, with --resume or --overwrite)."""
+    if path.name in RUN_FILES and _is_run(path.parent):
+        raise ValueError(f"{what} {path}: the run's own {path.name}, which its training wrote; name another file")
+
+
 def check_run_folder(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> None:
     """Raise before anything is written when ``out`` may not be written (see the module docstring); log a
     changed budget on resume."""
