@@ -152,7 +152,8 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="N <= 4096 and dims 128, 1280 only")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     parser.add_argument("--budget", type=float, default=1.0, help="seconds of timing per cell (after the minimum)")
-    parser.add_argument("--out", default="docs/bench_embedding", help="writes OUT.md and OUT.json")
+    parser.add_argument("--out", default="runs/bench_embedding",
+                        help="writes OUT.md and OUT.json (the docs' table: --out docs/bench_embedding)")  # fmt: skip
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     ns = (1, 16, 256, 4096) if args.quick else (1, 16, 256, 4096, 65536)
@@ -183,6 +184,7 @@ def main(argv=None) -> int:
     print()
     print(markdown)
     out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out.with_suffix(".md"), markdown.encode())
     atomic_write_bytes(out.with_suffix(".json"), json.dumps({"cells": cells}, indent=1).encode())
     print(f"wrote {out}.md and {out}.json")
