@@ -161,7 +161,3 @@ def format_table(rows: list[dict]) -> str:
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(_cell(row[c]) for c in cols) + " |" for row in rows]
     return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    print(f"positions 0..999, collision tolerance 1e-4\n\n{format_table(naive_scheme_table())}")
