@@ -11,7 +11,14 @@ from typing import Literal
 import pytest
 
 from timestep_embed.ddpm import config as config_module
-from timestep_embed.ddpm.config import DataConfig, DiffusionConfig, RunConfig, SampleConfig, TrainConfig
+from timestep_embed.ddpm.config import (
+    ConsistencyConfig,
+    DataConfig,
+    DiffusionConfig,
+    RunConfig,
+    SampleConfig,
+    TrainConfig,
+)
 from timestep_embed.ddpm.schema import ConfigError, apply_overrides, from_dict, read_yaml, save_yaml
 
 
@@ -286,6 +293,9 @@ def test_describe_keys_shows_readable_types():
     assert "sample.sampler = ddpm  (one of 'ddpm', 'ddim', 'dpm++2m', 'heun', 'euler', 'consistency')" in text
     assert "Literal" not in text and "Union" not in text
     assert "consistency = null  (ConsistencyConfig or null)" in text  # a diffusion run has no consistency section
+    section = config_module.describe_keys(ConsistencyConfig, "consistency.")  # distill --help lists these
+    assert section.splitlines()[0] == "  consistency.method = ect  (one of 'ect', 'cd')"
+    assert "consistency.stages = 2  (int)" in section
 
 
 def test_rectified_flow_needs_its_sampler_and_no_min_snr():

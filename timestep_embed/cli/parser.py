@@ -8,7 +8,7 @@ from pathlib import Path
 from .. import __version__
 from ..analysis.figures import FIGURES
 from ..conventions import PRESETS
-from ..ddpm import DEFAULT_CONFIG, ClassifierConfig, describe_keys, shipped_configs
+from ..ddpm import DEFAULT_CONFIG, ClassifierConfig, ConsistencyConfig, describe_keys, shipped_configs
 from ..ddpm.runtime import DEVICES
 from ..interop.compare import BASE_PRESETS, DIMS
 
@@ -104,8 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
         "distill",
         "tune a trained run into a few-step generator (consistency tuning or distillation), then sample and "
         "evaluate it",
-        "overrides: train.* (the budget, default 6 minutes, and the optimizer), consistency.* (the objective), "
-        "sample.*, eval.*",
+        "overrides: train.* (the budget, default 6 minutes, and the optimizer), sample.*, eval.* (see train --help), "
+        "and the objective (key = default):\n" + describe_keys(ConsistencyConfig, "consistency."),
     )
     p.add_argument("run", metavar="RUN", help="the trained run: a run folder, its checkpoint or an exported folder")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="overrides, e.g. consistency.method=cd")

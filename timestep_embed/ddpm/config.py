@@ -337,8 +337,9 @@ def resolve_config(source: str | Path) -> Path:
     raise ConfigError(f"config {str(source)!r} is neither a file nor the name of a shipped config ({names})")
 
 
-def describe_keys() -> str:
-    """Every config key with its default and type, one a line (``train --help`` shows it)."""
+def describe_keys(section: type = RunConfig, prefix: str = "") -> str:
+    """Every key of a config dataclass with its default and type, one a line: ``RunConfig``'s (``train --help``
+    shows them), or a section's, ``prefix`` before each (``ConsistencyConfig``, ``"consistency."``: ``distill``)."""
     lines = []
 
     def walk(cls, prefix):
@@ -351,5 +352,5 @@ def describe_keys() -> str:
                 shown = value if isinstance(value, str) else json.dumps(value)  # true, null, [32, 64] as in YAML
                 lines.append(f"  {prefix}{f.name} = {shown}  ({type_name(hints[f.name])})")
 
-    walk(RunConfig, "")
+    walk(section, prefix)
     return "\n".join(lines)

@@ -139,7 +139,7 @@ def evaluate_samples(
 
     ``config``: the evaluator's [`ClassifierConfig`][timestep_embed.ddpm.ClassifierConfig] (None: the defaults). Returns
     a flat JSON-able dict: ``fd``, ``confidence``, ``entropy``, ``class_histogram`` for the samples; the same with
-    prefixes ``real_`` (N training digits vs held-out) and ``noise_`` (N clipped N(0,1) images);
+    prefixes ``real_`` (N training digits, at most all of them, vs held-out) and ``noise_`` (N clipped N(0,1) images);
     ``copies``, ``copy_distance``, ``heldout_copies``, ``nearest_ratio`` (the memorisation check);
     ``num_samples``, ``max_entropy`` (ln 10), ``classifier_accuracy`` (held-out), ``heldout_source``,
     ``heldout_num``, ``classifier_cache_file``, ``classifier_cached``."""
