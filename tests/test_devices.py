@@ -138,17 +138,25 @@ def test_value_checks_all_reads_an_accelerator_tensor_once_a_call_and_reuses_not
     t = torch.arange(n) % 7 * 100  # few distinct values: on the host they would be embedded once and gathered
     calls = {
         "function": lambda: get_timestep_embedding(t.float(), 320, True, 0),
+        "function, float16": lambda: get_timestep_embedding(t.half(), 320, True, 0),  # also the rounding test
+        "function, bfloat16": lambda: get_timestep_embedding(t.bfloat16() / 64, 320, True, 0),
         "module": lambda: SinusoidalEmbedding(32, num_timesteps=1000)(t),
         "fourier": lambda: FourierEmbedding(16, log=True)(t.float() + 1),
     }
     previous = set_value_checks("all")
     try:
         for name, call in calls.items():
-            with counted_reads() as reads:
+            with counted_reads() as reads, warnings.catch_warnings():
+                warnings.simplefilter("ignore", LowPrecisionTimestepWarning)
                 call()
             assert dict(reads) == {"tolist": 1}, (name, reads)  # min and max in one read, no distinct values
         with pytest.raises(ValueError, match="x must be > 0 with log=True"):
             FourierEmbedding(16, log=True)(t.float())
+        with pytest.warns(LowPrecisionTimestepWarning, match="with fractional values"):  # from the one read
+            get_timestep_embedding(t.half() + 0.5, 8)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            get_timestep_embedding(t.half(), 8)  # whole numbers up to 600: float16 holds them exactly
     finally:
         set_value_checks(previous)
 

@@ -185,7 +185,9 @@ def as_tensor(timesteps: TimestepsLike, device=None, name: str = "timesteps") ->
 
 def value_range(flat: torch.Tensor) -> tuple[float, float, list | None]:
     """(min, max, values) of a non-empty 1-D tensor: NaN min and max when any value is NaN or inf;
-    ``values`` is the Python list of a small CPU batch (read once for every check), else None."""
+    ``values`` is the Python list of a small CPU batch (read once for every check); for a float16/bfloat16
+    tensor on an accelerator ``[1.0]`` or ``[0.5]``: whether every value is an integer, read with the min and
+    max (the rounding warning's test, in the same one read); else None."""
     if flat.numel() <= _SMALL_BATCH and flat.is_cpu:
         values = flat.tolist()
         # A finite sum proves every value finite; only an overflowing or non-finite sum needs a closer look.
@@ -195,8 +197,12 @@ def value_range(flat: torch.Tensor) -> tuple[float, float, list | None]:
     if flat.dtype in _UNSIGNED:
         flat = flat.double()  # aminmax has no kernels for these
     low, high = torch.aminmax(flat)  # NaN propagates to both
-    if not flat.is_cpu:  # one read, not two: on an accelerator each read waits for the device
-        return (*torch.stack((low, high)).tolist(), None)
+    if not flat.is_cpu:  # one read, not two or three: on an accelerator each read waits for the device
+        if flat.dtype not in _EXACT_INTEGER_LIMIT:
+            return (*torch.stack((low, high)).tolist(), None)
+        integral = (flat == flat.round()).all().to(flat.dtype)
+        low_, high_, whole = torch.stack((low, high, integral)).float().tolist()
+        return low_, high_, [1.0 if whole else 0.5]
     return low.item(), high.item(), None
 
 
