@@ -6,7 +6,7 @@
 Contenders (``--contenders``):
 
 * ``ours``: ``timestep_embed.ddpm.run_training`` with the default config (pixel-unshuffle UNet,
-  our TimestepEmbedder and diffusion math, ancestral sampling on 100 evenly strided steps).
+  our TimestepEmbedder and diffusion math), sampled as the others are: 100 ancestral steps at noise scale 1.
 * ``diffusers``: ``UNet2DModel`` (28x28 -> 14x14 -> 7x7, attention at 7x7, widths matched to our
   parameter count) + ``DDPMScheduler`` (``add_noise``; 100 ancestral ``step`` calls to sample).
 * ``lucidrains``: ``Unet(dim=32, dim_mults=(1, 2, 4), channels=1)`` + ``GaussianDiffusion`` with its
@@ -203,11 +203,10 @@ def main() -> int:
     if any(c.startswith("lucidrains") for c in args.contenders):
         import_lucidrains()  # fail before anything trains
 
-    # Pinned to the recorded table (docs/ddpm.md): 100 sampling steps for every contender, our UNet at
-    # 64/128 channels (the width the peers' parameter counts are matched to), and the ancestral step at
-    # noise scale 1, as diffusers' DDPMScheduler samples
+    # The same sampling for every contender: 100 steps, the ancestral step at noise scale 1, as diffusers'
+    # DDPMScheduler samples; our UNet is the config's (the diffusers UNet's width is matched to its parameters)
     over = [f"train.minutes={args.minutes}", f"sample.num_samples={args.num_samples}"]
-    over += ["sample.steps=100", "model.channels=[64,128]", "sample.noise_scale=1"]
+    over += ["sample.steps=100", "sample.noise_scale=1"]
     cfg = load_config(args, over)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
