@@ -20,7 +20,9 @@ from timestep_embed import (
     sinusoidal_embedding,
 )
 from timestep_embed.cli import main
-from timestep_embed.ddpm import RunConfig, TrainingDiverged, run_training
+from timestep_embed.ddpm import ConsistencyConfig, RunConfig, TrainingDiverged, UNet, run_training
+from timestep_embed.ddpm.consistency import consistency_loss
+from timestep_embed.ddpm.diffusion import schedule_from_config, training_loss
 from timestep_embed.nn import time_input
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,6 +187,54 @@ def test_the_cpu_module_cache_reads_no_value_and_leaves_out_of_range_steps_to_th
     assert torch.equal(got, sinusoidal_embedding(inside, 16))
     assert torch.equal(module(outside), sinusoidal_embedding(outside, 16))
     assert torch.equal(module(inside[None]), sinusoidal_embedding(inside[None], 16))
+
+
+@contextlib.contextmanager
+def counted_host_copies():
+    """Count the copies of a CPU tensor to another device (``Tensor.to``): in a step replayed as a CUDA graph
+    (``train.compile=step-graph``) such a copy would be captured once, with the values of the capture."""
+    counts: collections.Counter = collections.Counter()
+    original = torch.Tensor.to
+
+    def to(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        counts["cpu -> device"] += self.device.type == "cpu" and out.device.type != "cpu"
+        return out
+
+    torch.Tensor.to = to
+    try:
+        yield counts
+    finally:
+        torch.Tensor.to = original
+
+
+OBJECTIVES = {
+    "eps, Min-SNR": ["diffusion.min_snr_gamma=5"],
+    "log-normal steps": ["diffusion.lognormal_mean=-1.2"],
+    "v": ["diffusion.prediction=v"],
+    "continuous time": ["diffusion.continuous=true"],
+    "flow": ["diffusion.prediction=flow", "diffusion.min_snr_gamma=null", "sample.sampler=euler"],
+    "consistency, ect": ["ect"],
+    "consistency, cd": ["cd"],
+}
+
+
+@pytest.mark.parametrize("objective", list(OBJECTIVES))
+def test_every_training_objective_runs_on_meta_tensors_with_nothing_from_the_host(objective):
+    """A training step's loss and backward with the model, the data and the schedule on the meta device (no
+    values: a read raises): what a step needs is on the device before it, so it can be captured whole."""
+    overrides, consistency = OBJECTIVES[objective], objective.startswith("consistency")
+    d = RunConfig.load(SMOKE, [] if consistency else overrides).diffusion
+    model, x0 = UNet(RunConfig.load(SMOKE).model).to("meta"), torch.empty(4, 1, 28, 28, device="meta")
+    schedule = schedule_from_config(d).to("meta")
+    with counted_host_copies() as copies:
+        if consistency:
+            loss = consistency_loss(model, x0, schedule, ConsistencyConfig(method=overrides[0]), 1, teacher=model)
+        else:
+            loss = training_loss(model, x0, schedule, prediction=d.prediction, min_snr_gamma=d.min_snr_gamma,
+                                 lognormal=d.lognormal)  # fmt: skip
+        loss.backward()
+    assert loss.device.type == "meta" and copies["cpu -> device"] == 0
 
 
 @pytest.mark.parametrize("device_path", [False, True])
