@@ -72,17 +72,21 @@ def wait_for_steps(proc: subprocess.Popen, run: Path) -> None:
     """Until ``proc`` has logged two steps (it holds the lock and its SIGTERM handler is in place)."""
     deadline = time.time() + 120
     while not ((run / "log.jsonl").is_file() and (run / "log.jsonl").read_text().count("\n") >= 2):
-        assert time.time() < deadline and proc.poll() is None, proc.communicate()[1][-2000:]
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()  # an endless run: its stderr can be read only once it has ended
+            pytest.fail(f"training did not start: {proc.communicate()[1][-2000:]}")
         time.sleep(0.1)
 
 
-def stop_and_check_saved(proc: subprocess.Popen, run: Path) -> None:
+def stop_and_check_saved(proc: subprocess.Popen, run: Path) -> str:
+    """SIGTERM (as torchrun stops its workers): exit 130, the checkpoint saved, a log of one run. Its stderr."""
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
     steps = [json.loads(line)["step"] for line in (run / "log.jsonl").read_text().splitlines()]
     assert steps == list(range(1, len(steps) + 1))  # one run's log, no line of another
     assert (run / "checkpoint.safetensors").is_file()
+    return err
 
 
 def test_two_starts_on_a_folder_with_a_stale_lock_admit_exactly_one(tmp_path):
@@ -97,7 +101,10 @@ def test_two_starts_on_a_folder_with_a_stale_lock_admit_exactly_one(tmp_path):
                               text=True) for _ in "ab"]  # fmt: skip
     deadline = time.time() + 120
     while all(p.poll() is None for p in procs):
-        assert time.time() < deadline, "neither start was refused"
+        if time.time() > deadline:
+            for p in procs:
+                p.kill()
+            pytest.fail("neither start was refused")
         time.sleep(0.1)
     refused = next(p for p in procs if p.poll() is not None)
     err = refused.communicate()[1]
@@ -433,21 +440,7 @@ def test_an_edited_config_asking_for_a_huge_model_is_refused_before_it_allocates
 def test_sigterm_as_torchrun_sends_its_workers_stops_like_ctrl_c(tmp_path):
     """torchrun answers Ctrl-C by sending SIGTERM to its workers: one line, exit 130, the checkpoint saved."""
     out = tmp_path / "run"
-    args = [
-        "train",
-        "--config",
-        SMOKE,
-        "--out-dir",
-        str(out),
-        "--quiet",
-        *fast("train.steps=100000", "train.log_every=1"),
-    ]
-    proc = subprocess.Popen([sys.executable, "-m", "timestep_embed", *args], stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while not ((out / "log.jsonl").is_file() and (out / "log.jsonl").read_text().count("\n") >= 2):
-        assert time.time() < deadline and proc.poll() is None, "training did not start"
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130 and "Traceback" not in err and "interrupted" in err
-    assert (out / "checkpoint.safetensors").is_file() and "--resume" in err
+    proc = subprocess.Popen(endless_run(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wait_for_steps(proc, out)
+    err = stop_and_check_saved(proc, out)
+    assert "interrupted" in err and "--resume" in err
