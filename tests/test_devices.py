@@ -3,6 +3,7 @@ tensors report that they are not on the CPU, and the real thing on CUDA (skipped
 
 import collections
 import contextlib
+import dataclasses
 import warnings
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from timestep_embed.cli import main
 from timestep_embed.ddpm import ConsistencyConfig, RunConfig, TrainingDiverged, UNet, run_training
 from timestep_embed.ddpm.consistency import consistency_loss
 from timestep_embed.ddpm.diffusion import schedule_from_config, training_loss
+from timestep_embed.ddpm.samplers import sample
 from timestep_embed.nn import time_input
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -237,6 +239,31 @@ def test_every_training_objective_runs_on_meta_tensors_with_nothing_from_the_hos
     assert loss.device.type == "meta" and copies["cpu -> device"] == 0
 
 
+SAMPLERS = {
+    "ddpm": dict(sampler="ddpm"),
+    "ddim, eta 1": dict(sampler="ddim", eta=1.0),
+    "dpm++2m": dict(sampler="dpm++2m"),
+    "heun, karras": dict(sampler="heun", spacing="karras"),
+    "consistency": dict(sampler="consistency"),
+    "euler": dict(sampler="euler", prediction="flow"),
+}
+
+
+@pytest.mark.parametrize("sampler", list(SAMPLERS))
+def test_every_sampler_runs_on_meta_tensors_with_nothing_from_the_host_per_step(sampler):
+    """A sampling loop with the model and the noise on the meta device (no values: a read raises): 3 steps and 6 make
+    the same copies from the host, so a step makes none (the schedule's tables may go to the device once)."""
+    schedule = schedule_from_config(RunConfig.load(SMOKE, ["diffusion.num_timesteps=20"]).diffusion)
+    model = UNet(RunConfig.load(SMOKE).model).to("meta")
+    copies = []
+    for steps in (3, 6):
+        with counted_host_copies() as counts:
+            x = sample(model, (2, 1, 28, 28), schedule, steps=steps, device="meta", **SAMPLERS[sampler])
+        assert x.device.type == "meta"
+        copies.append(counts["cpu -> device"])
+    assert copies[0] == copies[1] <= len(dataclasses.fields(schedule)), copies
+
+
 @pytest.mark.parametrize("device_path", [False, True])
 def test_the_training_loop_reads_the_device_at_log_lines_only(tmp_path, device_path):
     """Between two log lines (steps 2-24 of log_every=25) a step reads nothing, on either path."""
@@ -318,3 +345,14 @@ def test_the_gpu_config_is_the_run_the_docs_describe():
     cfg = RunConfig.load("mnist-gpu")
     assert (cfg.model.channels, cfg.model.num_res_blocks, cfg.train.batch_size) == ((64, 128), 2, 512)
     assert (cfg.train.minutes, cfg.train.device, cfg.sample.num_samples, cfg.eval.samplings) == (3, "cuda", 10000, 3)
+
+
+@pytest.mark.cuda
+@cuda
+@pytest.mark.parametrize("sampler", list(SAMPLERS))
+def test_on_cuda_every_sampler_makes_no_host_sync(sampler):
+    schedule = schedule_from_config(RunConfig.load(SMOKE, ["diffusion.num_timesteps=20"]).diffusion)
+    model, generator = UNet(RunConfig.load(SMOKE).model).cuda().eval(), torch.Generator("cuda").manual_seed(0)
+    with syncs_are_errors():
+        x = sample(model, (2, 1, 28, 28), schedule, steps=3, device="cuda", generator=generator, **SAMPLERS[sampler])
+    assert x.is_cuda and bool(x.isfinite().all())

@@ -170,10 +170,12 @@ def consistency_sample(
     """Multistep consistency sampling (Song et al. 2023, Algorithm 1) from ``x`` ~ N(0, I) [B, C, H, W]: x0 =
     f(levels[0] x, levels[0]), then at each further level x0 = f(x0 + noise_scale level z, level), one model call a
     level; each x0 clipped to [-1, 1] when ``clip_x0``. Returns x0 (the dtype of ``x``)."""
-    batch = x.shape[0]
+    batch, wide = x.shape[0], wide_dtype(x.device)
+    schedule = schedule.to(x.device)  # the tables once: each level then sends nothing from the host
 
     def f(point: torch.Tensor, level: float) -> torch.Tensor:
-        x0 = consistency_function(model, point, torch.full((batch,), level, dtype=torch.float64), schedule, prediction)
+        sigma = torch.full((batch,), level, dtype=wide, device=x.device)
+        x0 = consistency_function(model, point, sigma, schedule, prediction)
         return x0.clamp(-1, 1) if clip_x0 else x0
 
     x0 = f(levels[0] * x, levels[0])

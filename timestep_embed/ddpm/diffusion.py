@@ -79,10 +79,11 @@ class Schedule:
 
     def to(self, device: torch.device | str) -> Schedule:
         """This schedule with its tables on ``device`` (float64; float32 on MPS), for a training loop: its steps then
-        gather from the device's copy and send nothing from the host (a step captured as a CUDA graph must not)."""
+        gather from the device's copy and send nothing from the host (a step captured as a CUDA graph must not); so do
+        the samplers' steps. The copies do not wait for the device's queued work (see `gather`)."""
         moved, device = copy.copy(self), torch.device(device)
         for name in ("betas", "model_t", "alphas", "alphas_cumprod", "alphas_cumprod_prev"):
-            object.__setattr__(moved, name, getattr(self, name).to(device, wide_dtype(device)))
+            object.__setattr__(moved, name, getattr(self, name).to(device, wide_dtype(device), non_blocking=True))
         return moved
 
     @property
@@ -91,10 +92,12 @@ class Schedule:
 
     def time_for_model(self, i: torch.Tensor | int, batch: int | None = None, device=None) -> torch.Tensor:
         """``t_model`` [B] for schedule indices ``i`` ([B] int64 tensor on any device, gathered there, or an int
-        broadcast to ``batch``), on ``device`` (default: where ``i`` is)."""
-        i = torch.as_tensor(i, dtype=torch.long)
-        t = gather(self.model_t, i)
-        t = t.expand(batch) if i.ndim == 0 and batch is not None else t
+        broadcast to ``batch``, read where the tables are), on ``device`` (default: where ``i`` or the tables are)."""
+        if isinstance(i, int):
+            t = self.model_t[i]  # a view: a schedule moved to a device (`to`) sends nothing from the host here
+            t = t.expand(batch) if batch is not None else t
+        else:
+            t = gather(self.model_t, i)
         t = t.round().long() if self.integer_time else t.float()
         return t if device is None else t.to(device, non_blocking=True)
 
@@ -236,7 +239,8 @@ def predict_x0_eps(out: torch.Tensor, x_t: torch.Tensor, abar: torch.Tensor, pre
 def randn(shape, generator: torch.Generator | None, like: torch.Tensor) -> torch.Tensor:
     # Drawn on the generator's device, then moved, as diffusers' randn_tensor: same numbers as diffusers.
     device = generator.device if generator is not None else like.device
-    return torch.randn(shape, generator=generator, device=device, dtype=like.dtype).to(like.device)
+    # A CPU generator with a model elsewhere: the copy need not wait for the device's queued work (see `gather`).
+    return torch.randn(shape, generator=generator, device=device, dtype=like.dtype).to(like.device, non_blocking=True)
 
 
 def log_sigma_table(schedule: Schedule) -> torch.Tensor:

@@ -118,7 +118,10 @@ def sample(
             "models (prediction 'flow') and those take no other sampler"
         )
     device = torch.device(device) if device is not None else (x_T.device if x_T is not None else torch.device("cpu"))
-    x = x_T.to(device, torch.float32) if x_T is not None else randn(shape, generator, torch.empty(0, device=device))
+    if x_T is not None:
+        x = x_T.to(device, torch.float32, non_blocking=True)
+    else:
+        x = randn(shape, generator, torch.empty(0, device=device))
     if sampler == "consistency":
         noise_levels = consistency_levels(steps or 1, sigma_max or 80.0, last_sigma)
         net = _maybe_progress(model, progress, sampler)
@@ -146,6 +149,7 @@ def sample(
     subsequence = timestep_subsequence(schedule.T, steps or schedule.T, spacing)
     if steps is not None and steps != schedule.T:
         schedule = respace(schedule, subsequence)
+    schedule = schedule.to(device)  # the tables once: each step then computes its coefficients on the device
     net = _maybe_progress(model, progress, sampler)
     for i in range(schedule.T - 1, -1, -1):
         out = net(x, schedule.time_for_model(i, x.shape[0], device)).float()

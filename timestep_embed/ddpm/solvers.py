@@ -63,12 +63,15 @@ def karras_levels(
 
 
 def model_time(schedule: Schedule, index: float, batch: int, device) -> torch.Tensor:
-    """What the model gets at a (fractional) index: ``schedule.model_t`` there (int64 when whole and discrete)."""
-    if float(index).is_integer():
-        return schedule.time_for_model(int(index), batch, device)
+    """What the model gets at a (fractional) index: ``schedule.model_t`` there (int64 when whole and discrete), read
+    on the host and filled on ``device`` (nothing copied)."""
     lo = int(math.floor(index))
-    t = schedule.model_t[lo] + (index - lo) * (schedule.model_t[min(lo + 1, schedule.T - 1)] - schedule.model_t[lo])
-    return torch.full((batch,), float(t), device=device)
+    t = float(schedule.model_t[lo])
+    if index == lo and schedule.integer_time:
+        return torch.full((batch,), round(t), dtype=torch.long, device=device)
+    if index != lo:
+        t += (index - lo) * (float(schedule.model_t[min(lo + 1, schedule.T - 1)]) - t)
+    return torch.full((batch,), t, dtype=torch.float32, device=device)
 
 
 def _x0(out: torch.Tensor, x: torch.Tensor, alpha: float, sigma: float, prediction: str, clip: bool) -> torch.Tensor:
