@@ -183,27 +183,27 @@ def as_tensor(timesteps: TimestepsLike, device=None, name: str = "timesteps") ->
     return t
 
 
-def value_range(flat: torch.Tensor) -> tuple[float, float, list | None]:
-    """(min, max, values) of a non-empty 1-D tensor: NaN min and max when any value is NaN or inf;
-    ``values`` is the Python list of a small CPU batch (read once for every check); for a float16/bfloat16
-    tensor on an accelerator ``[1.0]`` or ``[0.5]``: whether every value is an integer, read with the min and
-    max (the rounding warning's test, in the same one read); else None."""
+def value_range(flat: torch.Tensor) -> tuple[float, float, bool | None]:
+    """(min, max, whole) of a non-empty 1-D tensor: NaN min and max when any value is NaN or inf. ``whole``: for a
+    float16/bfloat16 tensor read on the host (a small CPU batch) or on an accelerator, whether every value is an
+    integer (the rounding warning's test), read together with the min and max; else None."""
+    half = flat.dtype in _EXACT_INTEGER_LIMIT
     if flat.numel() <= _SMALL_BATCH and flat.is_cpu:
-        values = flat.tolist()
+        values = flat.tolist()  # one read for every check
         # A finite sum proves every value finite; only an overflowing or non-finite sum needs a closer look.
         if flat.is_floating_point() and not math.isfinite(sum(values)) and not all(map(math.isfinite, values)):
-            return math.nan, math.nan, values
-        return min(values), max(values), values
+            return math.nan, math.nan, None
+        return min(values), max(values), all(v.is_integer() for v in values) if half else None
     if flat.dtype in _UNSIGNED:
         flat = flat.double()  # aminmax has no kernels for these
     low, high = torch.aminmax(flat)  # NaN propagates to both
-    if not flat.is_cpu:  # one read, not two or three: on an accelerator each read waits for the device
-        if flat.dtype not in _EXACT_INTEGER_LIMIT:
-            return (*torch.stack((low, high)).tolist(), None)
-        integral = (flat == flat.round()).all().to(flat.dtype)
-        low_, high_, whole = torch.stack((low, high, integral)).float().tolist()
-        return low_, high_, [1.0 if whole else 0.5]
-    return low.item(), high.item(), None
+    if flat.is_cpu:
+        return low.item(), high.item(), None
+    # On an accelerator each read waits for the device: one read, not two or three.
+    if not half:
+        return (*torch.stack((low, high)).tolist(), None)
+    low_, high_, whole = torch.stack((low, high, (flat == flat.round()).all().to(flat.dtype))).float().tolist()
+    return low_, high_, whole == 1
 
 
 def check_timesteps(
@@ -225,7 +225,7 @@ def check_timesteps(
     """
     if t.numel() == 0:
         return None
-    low, high, values = value_range(t if t.dim() == 1 else t.reshape(-1))
+    low, high, whole = value_range(t if t.dim() == 1 else t.reshape(-1))
     if not (math.isfinite(low) and math.isfinite(high)):
         bad = t.detach()[~torch.isfinite(t.detach())].flatten()[:3].tolist()
         raise ValueError(f"timesteps must be finite, got non-finite values such as {bad}")
@@ -247,7 +247,7 @@ def check_timesteps(
             f"{'float64' if precise else 'float32'} phase (max {limit:.3g}); the embedding would be NaN"
         )
     if t.dtype in _EXACT_INTEGER_LIMIT:
-        _warn_if_rounded(t, largest, values)
+        _warn_if_rounded(t, largest, whole)
     return low, high
 
 
@@ -258,7 +258,7 @@ def warn_half_on_device(t: torch.Tensor) -> None:
         warnings.warn(_ROUNDED[t.dtype, "device"], LowPrecisionTimestepWarning, stacklevel=4)
 
 
-def _warn_if_rounded(t: torch.Tensor, largest: float, values: list | None) -> None:
+def _warn_if_rounded(t: torch.Tensor, largest: float, whole: bool | None) -> None:
     """Half-precision timesteps: warn when they hold values that dtype cannot have stored exactly.
 
     Once a timestep is float16/bfloat16 its original value is gone (bfloat16 stores 999 as 1000,
@@ -267,14 +267,7 @@ def _warn_if_rounded(t: torch.Tensor, largest: float, values: list | None) -> No
     the same for every call with that dtype, so Python's warning filters show it once per call site
     (not once per batch of new values) and the registry behind them stays small.
     """
-    limit = _EXACT_INTEGER_LIMIT[t.dtype]
-    if largest > limit:
-        rounded = True
-    elif values is not None:
-        rounded = not all(v.is_integer() for v in values)
-    else:
-        rounded = not torch.equal(t, torch.round(t))
-    if rounded:
+    if largest > _EXACT_INTEGER_LIMIT[t.dtype] or not (torch.equal(t, t.round()) if whole is None else whole):
         warnings.warn(_ROUNDED[t.dtype, "host"], LowPrecisionTimestepWarning, stacklevel=4)
 
 
