@@ -12,6 +12,7 @@ from diffusers.models.embeddings import get_timestep_embedding as diffusers_embe
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from timestep_embed import SinusoidalEmbedding, get_timestep_embedding, sinusoidal_embedding
+from timestep_embed.ddpm.runtime import torch_older_than
 from timestep_embed.interop import patch_diffusers_model
 
 pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")  # diffusers' own shape asserts
@@ -33,9 +34,7 @@ class DropIn(torch.nn.Module):
 
 # torch 2.2's dynamo cannot construct a dataclass inside a compiled region, and the drop-in builds its
 # Convention from diffusers' flags there (torch >= 2.3 can); eager, traced and non-strict it works.
-OLD_DYNAMO = pytest.mark.skipif(
-    tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 3), reason="torch < 2.3: no dataclass under dynamo"
-)
+OLD_DYNAMO = pytest.mark.skipif(torch_older_than(2, 3), reason="torch < 2.3: no dataclass under dynamo")
 
 
 def compiled_subject(name):

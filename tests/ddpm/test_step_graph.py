@@ -16,7 +16,7 @@ from timestep_embed.ddpm import ConfigError, RunConfig, UNet, run_training
 from timestep_embed.ddpm import runtime as runtime_module
 from timestep_embed.ddpm import train as train_module
 from timestep_embed.ddpm.checkpoint import load_training_state, read_metadata
-from timestep_embed.ddpm.runtime import GraphedStep, Runtime
+from timestep_embed.ddpm.runtime import GraphedStep, Runtime, torch_older_than
 
 from .test_train import SMOKE, _weights, fast
 
@@ -76,7 +76,7 @@ def train(tmp_path, name, overrides, consistency=False):
     return model, ema, [(r["step"], r["loss"], r["lr"]) for r in log if "loss" in r]
 
 
-OLD_TORCH = tuple(int(x) for x in torch.__version__.split(".")[:2]) < (2, 4)
+OLD_TORCH = torch_older_than(2, 4)
 
 
 @pytest.mark.skipif(OLD_TORCH, reason="step-graph needs torch >= 2.4 (and this test AdamW's fused CPU kernel)")

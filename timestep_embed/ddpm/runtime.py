@@ -41,6 +41,7 @@ __all__ = [
     "GraphedStep",
     "set_lr",
     "launch",
+    "torch_older_than",
 ]
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,11 @@ class Runtime:
         if not self.bf16:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=torch.bfloat16, cache_enabled=False)
+
+
+def torch_older_than(major: int, minor: int) -> bool:
+    """Whether the installed torch is older than ``major.minor`` (the first two numbers of its version)."""
+    return tuple(int(x) for x in torch.__version__.split(".")[:2]) < (major, minor)
 
 
 def cpu_bf16_supported() -> bool:

@@ -35,7 +35,7 @@ from .diffusion import schedule_from_config, training_loss
 from .evaluate import score
 from .runfolder import kept_results, run_config_for, starting
 from .runlog import TrainingDiverged, TrainingLog, save_loss_curve, save_samples_png
-from .runtime import GraphedStep, Runtime, broadcast_float, cleanup, set_lr, setup
+from .runtime import GraphedStep, Runtime, broadcast_float, cleanup, set_lr, setup, torch_older_than
 from .schema import ConfigError, to_dict
 from .trained import describe_sampling, generate, load_model, progress_snapshot
 from .unet import UNet, check_fits
@@ -271,7 +271,7 @@ def run_training(
     try:
         if cfg.train.batch_size % rt.world_size:
             raise ValueError(f"train.batch_size = {cfg.train.batch_size}: not divisible by {rt.world_size} processes")
-        old_torch = tuple(int(x) for x in torch.__version__.split(".")[:2]) < (2, 4)  # no generators of ours in graphs
+        old_torch = torch_older_than(2, 4)  # no generators of ours in graphs
         if cfg.train.compile == "step-graph" and (rt.device.type != "cuda" or rt.world_size > 1 or old_torch):
             raise ConfigError(f"train.compile = 'step-graph' captures the training step as a CUDA graph: it needs one "
                               f"process on CUDA and torch >= 2.4, not {rt.world_size} on {rt.device.type} with torch "
