@@ -93,11 +93,9 @@ class Schedule:
     def time_for_model(self, i: torch.Tensor | int, batch: int | None = None, device=None) -> torch.Tensor:
         """``t_model`` [B] for schedule indices ``i`` ([B] int64 tensor on any device, gathered there, or an int
         broadcast to ``batch``, read where the tables are), on ``device`` (default: where ``i`` or the tables are)."""
-        if isinstance(i, int):
-            t = self.model_t[i]  # a view: a schedule moved to a device (`to`) sends nothing from the host here
-            t = t.expand(batch) if batch is not None else t
-        else:
-            t = gather(self.model_t, i)
+        # An int selects a view where the tables are: a schedule moved to a device (`to`) sends nothing from the host.
+        t = gather(self.model_t, i.long()) if isinstance(i, torch.Tensor) else self.model_t[int(i)]
+        t = t.expand(batch) if t.ndim == 0 and batch is not None else t
         t = t.round().long() if self.integer_time else t.float()
         return t if device is None else t.to(device, non_blocking=True)
 
