@@ -107,7 +107,9 @@ def sample(
     DDIM eta > 0) step adds, and the fresh noise of each consistency step; the ODE solvers add none. ``clip_x0``:
     clip every data prediction to [-1, 1]. ``"consistency"`` visits ``steps`` noise levels from ``sigma_max`` down
     to ``last_sigma`` ([`consistency_levels`][timestep_embed.ddpm.consistency.consistency_levels]).
-    The caller puts the model in eval mode (and under autocast).
+    The caller puts the model in eval mode (and under autocast). Noise is drawn on the generator's device (as
+    diffusers' ``randn_tensor``, for the same numbers) and copied to ``device``: a generator on ``device`` saves that
+    copy at every noisy step. No step sends anything else from the host.
 
     Model calls: ``steps`` for ancestral, DDIM, DPM-Solver++(2M) and consistency, ``2 * steps - 1`` for Heun."""
     if sampler not in SAMPLERS:
