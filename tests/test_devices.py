@@ -3,7 +3,6 @@ tensors report that they are not on the CPU, and the real thing on CUDA (skipped
 
 import collections
 import contextlib
-import dataclasses
 import warnings
 from pathlib import Path
 
@@ -21,9 +20,17 @@ from timestep_embed import (
     sinusoidal_embedding,
 )
 from timestep_embed.cli import main
-from timestep_embed.ddpm import ConsistencyConfig, RunConfig, TrainingDiverged, UNet, run_training
+from timestep_embed.ddpm import (
+    ConsistencyConfig,
+    RunConfig,
+    TrainingDiverged,
+    UNet,
+    consistency,
+    diffusion,
+    run_training,
+)
 from timestep_embed.ddpm.consistency import consistency_loss
-from timestep_embed.ddpm.diffusion import schedule_from_config, training_loss
+from timestep_embed.ddpm.diffusion import schedule_from_config, to_device, training_loss
 from timestep_embed.ddpm.samplers import sample
 from timestep_embed.nn import time_input
 
@@ -239,29 +246,85 @@ def test_every_training_objective_runs_on_meta_tensors_with_nothing_from_the_hos
     assert loss.device.type == "meta" and copies["cpu -> device"] == 0
 
 
-SAMPLERS = {
-    "ddpm": dict(sampler="ddpm"),
-    "ddim, eta 1": dict(sampler="ddim", eta=1.0),
-    "dpm++2m": dict(sampler="dpm++2m"),
-    "heun, karras": dict(sampler="heun", spacing="karras"),
-    "consistency": dict(sampler="consistency"),
-    "euler": dict(sampler="euler", prediction="flow"),
+SAMPLERS = {  # name: (config overrides, sample()'s arguments)
+    "ddpm": ([], dict(sampler="ddpm")),
+    "ddpm, v, continuous time": (["diffusion.prediction=v", "diffusion.continuous=true"], dict(prediction="v")),
+    "ddim, eta 0": ([], dict(sampler="ddim")),
+    "ddim, eta 1": ([], dict(sampler="ddim", eta=1.0)),
+    "dpm++2m, karras": ([], dict(sampler="dpm++2m", spacing="karras")),
+    "heun": ([], dict(sampler="heun")),
+    "consistency": ([], dict(sampler="consistency")),
+    "euler": ([], dict(sampler="euler", prediction="flow")),  # it reads no schedule
 }
+
+
+def sampling(name: str, device: str = "meta"):
+    """(model, schedule, sample()'s arguments) of a SAMPLERS row: the smoke UNet (seed 0) on ``device``."""
+    overrides, kwargs = SAMPLERS[name]
+    schedule = schedule_from_config(RunConfig.load(SMOKE, ["diffusion.num_timesteps=20", *overrides]).diffusion)
+    torch.manual_seed(0)
+    return UNet(RunConfig.load(SMOKE).model).to(device).eval(), schedule, dict(kwargs, device=device)
 
 
 @pytest.mark.parametrize("sampler", list(SAMPLERS))
 def test_every_sampler_runs_on_meta_tensors_with_nothing_from_the_host_per_step(sampler):
     """A sampling loop with the model and the noise on the meta device (no values: a read raises): 3 steps and 6 make
-    the same copies from the host, so a step makes none (the schedule's tables may go to the device once)."""
-    schedule = schedule_from_config(RunConfig.load(SMOKE, ["diffusion.num_timesteps=20"]).diffusion)
-    model = UNet(RunConfig.load(SMOKE).model).to("meta")
-    copies = []
+    the same copies from the host, so a step makes none (the schedule's five tables may go to the device once)."""
+    (model, schedule, kwargs), copies = sampling(sampler), []
     for steps in (3, 6):
         with counted_host_copies() as counts:
-            x = sample(model, (2, 1, 28, 28), schedule, steps=steps, device="meta", **SAMPLERS[sampler])
-        assert x.device.type == "meta"
+            assert sample(model, (2, 1, 28, 28), schedule, steps=steps, **kwargs).device.type == "meta"
         copies.append(counts["cpu -> device"])
-    assert copies[0] == copies[1] <= len(dataclasses.fields(schedule)), copies
+    assert copies[0] == copies[1] <= 5, copies
+
+
+class Float64OnDevices(TorchFunctionMode):
+    """Records the operations whose output is a float64 tensor off the CPU."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for o in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(o, torch.Tensor) and o.dtype == torch.float64 and o.device.type != "cpu":
+                self.seen.append(getattr(func, "__name__", str(func)))
+        return out
+
+
+@pytest.mark.parametrize("what", [*(f"training, {o}" for o in OBJECTIVES), *(f"sampling, {s}" for s in SAMPLERS)])
+def test_on_a_device_without_float64_no_float64_tensor_is_made_there(what, monkeypatch):
+    """Apple's MPS has no float64: where `wide_dtype` says float32 for the device (here the meta device stands in),
+    the training objectives and the samplers make no float64 tensor on it."""
+    for module in (diffusion, consistency):
+        monkeypatch.setattr(
+            module, "wide_dtype", lambda device: torch.float32 if device.type != "cpu" else torch.float64
+        )
+    kind, name = what.split(", ", 1)
+    model, schedule, kwargs = sampling(name) if kind == "sampling" else (None, None, {})
+    with Float64OnDevices() as mode:
+        if kind == "sampling":
+            sample(model, (2, 1, 28, 28), schedule, steps=3, **kwargs)
+        else:
+            test_every_training_objective_runs_on_meta_tensors_with_nothing_from_the_host(name)
+    assert mode.seen == []
+
+
+def test_only_a_copy_from_the_cpu_to_cuda_skips_the_wait(monkeypatch):
+    """`to_device`: non-blocking from the CPU to CUDA only (to the host it may return before the data is there; to MPS
+    it may read freed memory, pytorch/pytorch#139550)."""
+    calls = []
+
+    def record(self, device, dtype=None, non_blocking=False):
+        calls.append((self.device.type, torch.device(device).type, non_blocking))
+        return self
+
+    monkeypatch.setattr(torch.Tensor, "to", record)
+    for source in (torch.zeros(1), torch.zeros(1, device="meta")):
+        for target in ("cpu", "cuda", "mps", "meta"):
+            to_device(source, target)
+    assert len(calls) == 8 and [c[:2] for c in calls if c[2]] == [("cpu", "cuda")]
 
 
 @pytest.mark.parametrize("device_path", [False, True])
@@ -350,9 +413,14 @@ def test_the_gpu_config_is_the_run_the_docs_describe():
 @pytest.mark.cuda
 @cuda
 @pytest.mark.parametrize("sampler", list(SAMPLERS))
-def test_on_cuda_every_sampler_makes_no_host_sync(sampler):
-    schedule = schedule_from_config(RunConfig.load(SMOKE, ["diffusion.num_timesteps=20"]).diffusion)
-    model, generator = UNet(RunConfig.load(SMOKE).model).cuda().eval(), torch.Generator("cuda").manual_seed(0)
+def test_on_cuda_every_sampler_makes_no_host_sync_and_the_deterministic_ones_give_the_cpu_result(sampler):
+    model, schedule, kwargs = sampling(sampler, "cuda")
+    x_T, generator = torch.randn(2, 1, 28, 28, device="cuda"), torch.Generator("cuda").manual_seed(0)
+    sample(model, (2, 1, 28, 28), schedule, steps=3, x_T=x_T, generator=generator, **kwargs)  # cuDNN's set-up
     with syncs_are_errors():
-        x = sample(model, (2, 1, 28, 28), schedule, steps=3, device="cuda", generator=generator, **SAMPLERS[sampler])
+        x = sample(model, (2, 1, 28, 28), schedule, steps=3, x_T=x_T, generator=generator, **kwargs)
     assert x.is_cuda and bool(x.isfinite().all())
+    if "eta" not in kwargs and kwargs.get("sampler") in ("ddim", "dpm++2m", "heun", "euler"):  # no noise drawn
+        cpu_model, _, cpu_kwargs = sampling(sampler, "cpu")
+        on_cpu = sample(cpu_model, (2, 1, 28, 28), schedule, steps=3, x_T=x_T.cpu(), **cpu_kwargs)
+        assert torch.allclose(x.cpu(), on_cpu, atol=1e-2), (x.cpu() - on_cpu).abs().max()

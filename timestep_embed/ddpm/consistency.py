@@ -28,7 +28,18 @@ from typing import ClassVar, Literal
 
 import torch
 
-from .diffusion import Model, Schedule, coef, gather, index_at_sigma, log_sigma_table, predict_x0_eps, randn, wide_dtype
+from .diffusion import (
+    Model,
+    Schedule,
+    coef,
+    gather,
+    index_at_sigma,
+    log_sigma_table,
+    predict_x0_eps,
+    randn,
+    to_device,
+    wide_dtype,
+)
 from .schema import check_section
 
 __all__ = [
@@ -91,7 +102,7 @@ def consistency_function(
     sigma64 = sigma.detach().to(wide_dtype(sigma.device))
     abar = 1 / (1 + sigma64**2)
     x_vp = coef(abar.sqrt(), x) * x
-    out = model(x_vp, model_time_at(schedule, sigma64).to(x.device, non_blocking=True)).to(x.dtype)
+    out = model(x_vp, to_device(model_time_at(schedule, sigma64), x.device)).to(x.dtype)
     x0, _ = predict_x0_eps(out, x_vp, abar, prediction)
     return torch.where(coef(sigma64, x) == 0, x, x0)
 
@@ -125,7 +136,7 @@ def consistency_loss(
     dev = generator.device if generator is not None else x0.device
     log_t = cfg.sigma_mean + cfg.sigma_std * torch.randn(x0.shape[0], generator=generator, device=dev)
     wide = wide_dtype(log_t.device)
-    smallest = log_sigma_table(schedule)[:1].to(log_t.device, wide, non_blocking=True)  # a tensor bound: no read
+    smallest = to_device(log_sigma_table(schedule)[:1], log_t.device, wide)  # a tensor bound: no read
     t = log_t.to(wide).clamp(min=smallest).clamp(max=math.log(cfg.sigma_max)).exp()
     r = nearer_sigma(t, stage, cfg.mapping_k)
     eps = randn(x0.shape, generator, x0)
@@ -140,7 +151,7 @@ def consistency_loss(
     pred = consistency_function(model, x_t, t, schedule, prediction).float()
     distance = ((pred - target).pow(2).flatten(1).sum(1) + cfg.huber_c**2).sqrt() - cfg.huber_c
     weight = 1 / (t - r) if cfg.weighting == "gap" else 1 / t**2 + 1 / cfg.sigma_data**2
-    return (distance * weight.float().to(x0.device, non_blocking=True)).mean()
+    return (distance * to_device(weight.float(), x0.device)).mean()
 
 
 def consistency_levels(steps: int, sigma_max: float, last_sigma: float) -> list[float]:

@@ -80,10 +80,10 @@ class Schedule:
     def to(self, device: torch.device | str) -> Schedule:
         """This schedule with its tables on ``device`` (float64; float32 on MPS), for a training loop: its steps then
         gather from the device's copy and send nothing from the host (a step captured as a CUDA graph must not); so do
-        the samplers' steps. The copies do not wait for the device's queued work (see `gather`)."""
+        the samplers' steps."""
         moved, device = copy.copy(self), torch.device(device)
         for name in ("betas", "model_t", "alphas", "alphas_cumprod", "alphas_cumprod_prev"):
-            object.__setattr__(moved, name, getattr(self, name).to(device, wide_dtype(device), non_blocking=True))
+            object.__setattr__(moved, name, to_device(getattr(self, name), device, wide_dtype(device)))
         return moved
 
     @property
@@ -93,11 +93,13 @@ class Schedule:
     def time_for_model(self, i: torch.Tensor | int, batch: int | None = None, device=None) -> torch.Tensor:
         """``t_model`` [B] for schedule indices ``i`` ([B] int64 tensor on any device, gathered there, or an int
         broadcast to ``batch``, read where the tables are), on ``device`` (default: where ``i`` or the tables are)."""
-        # An int selects a view where the tables are: a schedule moved to a device (`to`) sends nothing from the host.
-        t = gather(self.model_t, i.long()) if isinstance(i, torch.Tensor) else self.model_t[int(i)]
+        if isinstance(i, int):  # a view where the tables are: a schedule moved to a device sends nothing from the host
+            t = self.model_t[i]
+        else:
+            t = gather(self.model_t, torch.as_tensor(i, dtype=torch.long))
         t = t.expand(batch) if t.ndim == 0 and batch is not None else t
         t = t.round().long() if self.integer_time else t.float()
-        return t if device is None else t.to(device, non_blocking=True)
+        return t if device is None else to_device(t, device)
 
     def alpha_bar_at(self, t: torch.Tensor) -> torch.Tensor:
         """Continuous abar(t) for t in [0, 1] (float64; float32 on MPS), for schedules built with continuous=True."""
@@ -199,19 +201,27 @@ def wide_dtype(device: torch.device) -> torch.dtype:
     return torch.float32 if device.type == "mps" else torch.float64
 
 
+def to_device(t: torch.Tensor, device: torch.device | str, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``t`` on ``device`` (in ``dtype``). A copy from the CPU to CUDA does not wait for the device's queued work
+    (CUDA stages pageable memory at once); every other copy blocks: a non-blocking copy to the host may return before
+    its data is there, and one to MPS may read memory already freed (pytorch/pytorch#139550)."""
+    device = torch.device(device)
+    return t.to(device, dtype, non_blocking=t.device.type == "cpu" and device.type == "cuda")
+
+
 def gather(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``table[index]`` computed where ``index`` is: a float64 CPU table [T] (a schedule's) is sent to the index's
-    device with ``non_blocking=True`` (from pageable memory the copy is staged at once and the host does not wait),
-    so indices drawn on a GPU gather with no host sync; on the CPU it is the plain gather."""
+    device ([`to_device`][timestep_embed.ddpm.diffusion.to_device]), so indices drawn on a GPU gather with no host
+    sync; on the CPU it is the plain gather."""
     if index.device.type == "cpu":
         return table[index]
-    return table.to(index.device, wide_dtype(index.device), non_blocking=True)[index]
+    return to_device(table, index.device, wide_dtype(index.device))[index]
 
 
 def coef(values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """float64 [B] -> [B, 1, ..., 1] in x's dtype and device (for broadcasting over x); cast where ``values`` are,
-    then sent to x's device without waiting (see [`gather`][timestep_embed.ddpm.diffusion.gather])."""
-    return values.to(dtype=x.dtype).to(x.device, non_blocking=True).reshape(-1, *([1] * (x.ndim - 1)))
+    then sent to x's device ([`to_device`][timestep_embed.ddpm.diffusion.to_device])."""
+    return to_device(values.to(dtype=x.dtype), x.device).reshape(-1, *([1] * (x.ndim - 1)))
 
 
 def q_sample(x0: torch.Tensor, t: torch.Tensor, noise: torch.Tensor, schedule: Schedule) -> torch.Tensor:
@@ -237,8 +247,7 @@ def predict_x0_eps(out: torch.Tensor, x_t: torch.Tensor, abar: torch.Tensor, pre
 def randn(shape, generator: torch.Generator | None, like: torch.Tensor) -> torch.Tensor:
     # Drawn on the generator's device, then moved, as diffusers' randn_tensor: same numbers as diffusers.
     device = generator.device if generator is not None else like.device
-    # A CPU generator with a model elsewhere: the copy need not wait for the device's queued work (see `gather`).
-    return torch.randn(shape, generator=generator, device=device, dtype=like.dtype).to(like.device, non_blocking=True)
+    return to_device(torch.randn(shape, generator=generator, device=device, dtype=like.dtype), like.device)
 
 
 def log_sigma_table(schedule: Schedule) -> torch.Tensor:
@@ -248,17 +257,17 @@ def log_sigma_table(schedule: Schedule) -> torch.Tensor:
 
 
 def index_at_sigma(schedule: Schedule, sigma: torch.Tensor) -> torch.Tensor:
-    """The fractional indices (float64 [B], on sigma's device) where the schedule's ln sigma_VE reaches ln ``sigma``
-    [B], linear between neighbouring steps and clamped to [0, T - 1] (diffusers' ``_sigma_to_t``, k-diffusion's
-    ``sigma_to_t``)."""
+    """The fractional indices (float64 [B], float32 on MPS, on sigma's device) where the schedule's ln sigma_VE
+    reaches ln ``sigma`` [B], linear between neighbouring steps and clamped to [0, T - 1] (diffusers'
+    ``_sigma_to_t``, k-diffusion's ``sigma_to_t``)."""
     wide = wide_dtype(sigma.device)
     log_sigma = sigma.detach().to(wide).clamp(min=torch.finfo(wide).tiny).log()
     if schedule.T == 1:
         return torch.zeros_like(log_sigma)
-    table = log_sigma_table(schedule).to(sigma.device, wide, non_blocking=True)
+    table = to_device(log_sigma_table(schedule), sigma.device, wide)
     hi = torch.searchsorted(table, log_sigma).clamp(1, schedule.T - 1)
     w = ((log_sigma - table[hi - 1]) / (table[hi] - table[hi - 1])).clamp(0, 1)
-    return (hi - 1).to(torch.float64) + w
+    return (hi - 1).to(wide) + w
 
 
 def draw_timesteps(
@@ -273,7 +282,7 @@ def draw_timesteps(
     mean, std = lognormal
     wide = wide_dtype(torch.device(device))
     log_sigma = mean + std * torch.randn(batch, generator=generator, device=device, dtype=wide)
-    table = log_sigma_table(schedule).to(device, wide, non_blocking=True)  # ascending
+    table = to_device(log_sigma_table(schedule), device, wide)  # ascending
     upper = torch.searchsorted(table, log_sigma).clamp(1, schedule.T - 1)
     nearer_lower = (log_sigma - table[upper - 1]) < (table[upper] - log_sigma)
     return torch.where(nearer_lower, upper - 1, upper)
@@ -321,12 +330,12 @@ def training_loss(
         noise = randn(x0.shape, generator, x0)
     x_t = coef(abar.sqrt(), x0) * x0 + coef((1 - abar).sqrt(), x0) * noise
     target = noise if prediction == "eps" else coef(abar.sqrt(), x0) * noise - coef((1 - abar).sqrt(), x0) * x0
-    out = model(x_t, t_model.to(x0.device, non_blocking=True)).float()
+    out = model(x_t, to_device(t_model, x0.device)).float()
     per_sample = (out - target.float()).pow(2).flatten(1).mean(1)
     if min_snr_gamma is not None:
         snr = abar / (1 - abar)
         weight = snr.clamp(max=min_snr_gamma) / (snr if prediction == "eps" else snr + 1)
-        per_sample = per_sample * weight.float().to(x0.device, non_blocking=True)
+        per_sample = per_sample * to_device(weight.float(), x0.device)
     return per_sample.mean()
 
 
@@ -349,5 +358,5 @@ def flow_matching_loss(
     if noise is None:
         noise = randn(x0.shape, generator, x0)
     x_t = coef(1 - t64, x0) * x0 + coef(t64, x0) * noise
-    out = model(x_t, (1000 * t64).float().to(x0.device, non_blocking=True)).float()
+    out = model(x_t, to_device((1000 * t64).float(), x0.device)).float()
     return (out - (noise - x0).float()).pow(2).flatten(1).mean(1).mean()

@@ -30,6 +30,7 @@ from .diffusion import (
     randn,
     respace,
     timestep_subsequence,
+    to_device,
 )
 from .solvers import dpm_solver_2m, flow_euler, heun, karras_levels
 
@@ -121,7 +122,7 @@ def sample(
         )
     device = torch.device(device) if device is not None else (x_T.device if x_T is not None else torch.device("cpu"))
     if x_T is not None:
-        x = x_T.to(device, torch.float32, non_blocking=True)
+        x = to_device(x_T, device, torch.float32)
     else:
         x = randn(shape, generator, torch.empty(0, device=device))
     if sampler == "consistency":
