@@ -150,3 +150,22 @@ def test_reads_plain_safetensors_files_without_our_metadata(tmp_path):
     save_file({"x": torch.arange(3)}, tmp_path / "plain.safetensors")
     loaded, meta = load_checkpoint(tmp_path / "plain.safetensors")
     assert meta == {} and torch.equal(loaded["x"], torch.arange(3))
+
+
+def test_a_generator_on_cuda_keeps_that_devices_default_generator(tmp_path, monkeypatch):
+    """Dropout on a GPU draws from the device's default generator, not the loop's: the checkpoint keeps its state, so
+    ``--resume`` repeats no dropout mask (a CPU-only checkpoint has no such entry)."""
+    cpu = torch.Generator().manual_seed(3)
+    on_cuda = type(
+        "OnCuda", (), {"device": torch.device("cuda"), "get_state": cpu.get_state, "set_state": cpu.set_state}
+    )
+    state, restored = torch.arange(16, dtype=torch.uint8), []
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda: state)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", restored.append)
+    model = torch.nn.Linear(2, 2)
+    parts = (model, torch.nn.Linear(2, 2), torch.optim.AdamW(model.parameters()))
+    ckpt.save_training_state(tmp_path / "gpu.safetensors", {}, *parts, on_cuda(), 5, 1.0)
+    assert ckpt.load_training_state(tmp_path / "gpu.safetensors", *parts, on_cuda()) == (5, 1.0)
+    assert len(restored) == 1 and torch.equal(restored[0], state)
+    ckpt.save_training_state(tmp_path / "cpu.safetensors", {}, *parts, cpu, 5, 1.0)
+    assert "rng.device" not in load_checkpoint(tmp_path / "cpu.safetensors")[0]

@@ -15,7 +15,7 @@ from timestep_embed.cli import main
 from timestep_embed.ddpm import ConfigError, RunConfig, UNet, run_training
 from timestep_embed.ddpm import runtime as runtime_module
 from timestep_embed.ddpm import train as train_module
-from timestep_embed.ddpm.checkpoint import load_training_state, read_metadata
+from timestep_embed.ddpm.checkpoint import load_checkpoint, load_training_state, read_metadata
 from timestep_embed.ddpm.runtime import GraphedStep, Runtime, torch_older_than
 
 from .test_train import SMOKE, _weights, fast
@@ -37,6 +37,9 @@ class StandInGraph:
         self.generators.append(generator)
 
     def replay(self):
+        # the learning rates are the 0-d tensors of the capture, filled in place: a float would be baked in
+        groups = self.owner.optimizer.param_groups
+        assert all(isinstance(lr, torch.Tensor) and g["lr"] is lr for g, lr in zip(groups, self.lrs, strict=True))
         if self.fresh:
             self.fresh = False
             return
@@ -53,14 +56,18 @@ def stand_in_cuda(monkeypatch):
 
     def capture_and_remember(self, key):
         capture(self, key)
-        self.graph.owner = self
+        self.graph.owner, self.graph.lrs = self, [g["lr"] for g in self.optimizer.param_groups]
+
+    def graph(g, stream=None):  # the capture's stream: the warm-up's
+        g.stream = stream
+        return contextlib.nullcontext()
 
     stream = type("Stream", (), {"wait_stream": lambda self, other: None})
     monkeypatch.setattr(torch.cuda, "Stream", stream)
     monkeypatch.setattr(torch.cuda, "current_stream", stream)
     monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "CUDAGraph", StandInGraph)
-    monkeypatch.setattr(torch.cuda, "graph", lambda g: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "graph", graph)
     monkeypatch.setattr(GraphedStep, "_capture", capture_and_remember)
     return StandInGraph
 
@@ -96,13 +103,27 @@ def test_a_replayed_step_trains_as_the_eager_step(tmp_path, stand_in_cuda, consi
     graphs = stand_in_cuda.made
     assert len(graphs) == (2 if consistency else 1)  # a capture per consistency stage
     assert all(len(g.generators) == 1 for g in graphs)  # the step's generator is registered with each graph
+    assert all(g.stream is not None and g.stream is g.owner.side for g in graphs)  # captured on the warm-up's stream
     # the checkpoint holds the learning rate as a number and capturable off (a capture sets both), and resumes
     groups = read_metadata(tmp_path / "b" / "checkpoint.safetensors")["optimizer"]["param_groups"]
     assert all(type(g["lr"]) is float and g["capturable"] is False for g in groups)
     assert load_training_state(tmp_path / "b" / "checkpoint.safetensors", *_blank(graphed[0]))[0] == 12
 
 
-def test_a_step_that_cannot_be_captured_names_the_settings_that_train_without_capture(stand_in_cuda):
+def test_a_step_that_cannot_be_captured_names_the_settings_that_train_without_capture(stand_in_cuda, monkeypatch):
+    """The error names the operation that broke the capture, not the one CUDA raises when the broken capture ends."""
+
+    class BrokenCapture:  # torch.cuda.graph ends the capture on the way out, and a broken one raises
+        def __init__(self, graph, stream=None):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            raise RuntimeError("operation failed due to a previous error during capture")
+
+    monkeypatch.setattr(torch.cuda, "graph", BrokenCapture)
     net = torch.nn.Linear(2, 1)
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     calls = []
@@ -152,9 +173,10 @@ def test_step_graph_needs_one_process_on_cuda(tmp_path, capsys):
 
 def cuda_run(folder, mode, bf16, consistency, callback=None, resume=False):
     overrides = [*fast("train.device=cuda", f"train.bf16={bf16}"), *STEPS, f"train.compile={mode}"]
-    if consistency:
+    if consistency:  # the teacher's model: no dropout
         cfg = train_module.distill_config(RunConfig.load(SMOKE), [*overrides, "consistency.stages=2"])
         return run_training(cfg, folder, progress=False, callback=callback, resume=resume)
+    overrides.append("model.dropout=0.1")  # its masks come from CUDA's default generator, which resuming restores
     return run_training(SMOKE, folder, overrides=overrides, progress=False, callback=callback, resume=resume)
 
 
@@ -162,7 +184,8 @@ def cuda_run(folder, mode, bf16, consistency, callback=None, resume=False):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("bf16", ["false", "true"])
 @pytest.mark.parametrize("consistency", [False, True], ids=["denoising", "consistency"])
-def test_on_cuda_the_captured_step_trains_as_the_eager_step_and_resumes(tmp_path, bf16, consistency):
+def test_on_cuda_the_captured_step_trains_as_the_eager_step_and_resumes(tmp_path, bf16, consistency, monkeypatch):
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)  # benchmark mode then picks among these only
     for mode in ("false", "step-graph"):
         metrics = cuda_run(tmp_path / mode, mode, bf16, consistency)
         assert metrics["finished"] and metrics["train_steps"] == 12
@@ -171,7 +194,12 @@ def test_on_cuda_the_captured_step_trains_as_the_eager_step_and_resumes(tmp_path
     assert cuda_run(tmp_path / "resumed", "step-graph", bf16, consistency, resume=True)["train_steps"] == 12
     eager = _weights(tmp_path / "false")[0]
     tol = {"rtol": 1e-2, "atol": 2e-3} if bf16 == "true" else {"rtol": 1e-3, "atol": 1e-4}
-    for run in ("step-graph", "resumed"):  # the same kernels and draws; cuDNN may pick other algorithms each run
+    graphed_runs = ("step-graph", "resumed")
+    for run in graphed_runs:  # the same kernels and draws, the same deterministic cuDNN algorithms or close ones
         graphed = _weights(tmp_path / run)[0]
         for key in eager:
             torch.testing.assert_close(graphed[key], eager[key], **tol, msg=f"{run}: {key}")
+    states = {run: load_checkpoint(tmp_path / run / "checkpoint.safetensors")[0] for run in ("false", *graphed_runs)}
+    for run in graphed_runs:  # replays advance the loop's generator and CUDA's default one as the eager steps do
+        for key in ("rng.generator", "rng.device"):
+            assert torch.equal(states[run][key], states["false"][key]), f"{run}: {key}"

@@ -5,7 +5,8 @@ Nothing is ever unpickled: a checkpoint cannot carry code. ``RUN/checkpoint.safe
 * tensors ``model.*`` (the raw weights), ``ema.*`` (the EMA weights: what sampling uses),
   ``optim.state.<param>.<name>`` (AdamW's moments and step, see
   [`flatten_optimizer_state`][timestep_embed.ddpm.checkpoint.flatten_optimizer_state]), ``rng.generator`` (the generator
-  behind batches, t and noise) and ``rng.torch`` (the global RNG);
+  behind batches, t and noise), ``rng.torch`` (the global RNG) and, for a generator on CUDA or MPS, ``rng.device``
+  (that device's default generator: dropout's draws there);
 * metadata: one JSON document under the header key ``timestep_embed``: ``{"config": <RunConfig as a
   dict>, "step", "elapsed_s", "optimizer": <param groups and non-tensor state>, "generator_device",
   "versions"}``.
@@ -155,6 +156,9 @@ def save_training_state(
         "rng.generator": generator.get_state(),
         "rng.torch": torch.get_rng_state(),
     }
+    device = device_rng(generator.device)
+    if device is not None:
+        tensors["rng.device"] = device.get_rng_state()
     meta = {
         "config": config,
         "step": step,
@@ -185,4 +189,13 @@ def load_training_state(
     except (KeyError, RuntimeError, ValueError, TypeError) as exc:
         raise CheckpointError(f"{path}: does not match this run's model and config ({exc})") from exc
     torch.set_rng_state(tensors["rng.torch"])
+    device = device_rng(generator.device)
+    if device is not None and "rng.device" in tensors:
+        device.set_rng_state(tensors["rng.device"])
     return step, elapsed
+
+
+def device_rng(device: torch.device):
+    """The ``torch.cuda`` or ``torch.mps`` module whose ``get_rng_state`` / ``set_rng_state`` hold the default generator
+    of ``device`` (what dropout draws from there), or None for the CPU (``torch.get_rng_state``) and other devices."""
+    return {"cuda": torch.cuda, "mps": getattr(torch, "mps", None)}.get(device.type)

@@ -172,7 +172,8 @@ class GraphedStep:
     draw, loss, backward, gradient clipping and optimizer update in one launch, with no Python between its kernels.
 
     PyTorch's recipe for whole-network capture (CUDA semantics notes): the first ``warmup`` calls run eagerly on a
-    side stream (cuDNN's autotuning and the optimizer's state are made there); the next call captures the step, and
+    side stream (cuDNN's autotuning and the optimizer's state are made there), which the capture uses too (a library
+    that sets a stream up on first use does it before the capture); the next call captures the step, and
     it and every later one replay it. A new ``key`` (a consistency stage, a Python number to the step) captures
     again. What changes between steps is on the device: the learning rate, a 0-d tensor the loop fills
     (``capturable`` updates read it there), and ``generator``'s draws. The returned tensors are the graph's outputs,
@@ -182,17 +183,18 @@ class GraphedStep:
                  generator: torch.Generator, warmup: int = 3):  # fmt: skip
         self.step, self.optimizer, self.generator, self.warmup = step, optimizer, generator, warmup
         self.graph: torch.cuda.CUDAGraph | None = None
+        self.side: torch.cuda.Stream | None = None
         self.key: int | None = None
         self.out: tuple[torch.Tensor, ...] = ()
 
     def __call__(self, key: int) -> tuple[torch.Tensor, ...]:
         if self.warmup > 0:
             self.warmup -= 1
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
+            self.side = self.side or torch.cuda.Stream()
+            self.side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(self.side):
                 out = self.step(key)
-            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.current_stream().wait_stream(self.side)
             return out
         if self.graph is None or key != self.key:
             self._capture(key)
@@ -214,14 +216,20 @@ class GraphedStep:
                 warnings.simplefilter("ignore")
                 register(self.generator)
         self.optimizer.zero_grad(set_to_none=True)  # the gradients are made in the graph's memory
+        failure: RuntimeError | None = None
         try:
-            with torch.cuda.graph(graph):
-                out = self.step(key)
+            with torch.cuda.graph(graph, stream=self.side):
+                try:
+                    out = self.step(key)
+                except RuntimeError as exc:  # kept: ending the broken capture raises an error of its own
+                    failure = exc
         except RuntimeError as exc:
+            failure = failure or exc
+        if failure is not None:
             raise RuntimeError(
-                f"train.compile = 'step-graph': the training step could not be captured as one CUDA graph ({exc}); "
+                f"train.compile = 'step-graph': the training step could not be captured as one CUDA graph ({failure}); "
                 "train.compile = false or cudagraphs trains without capturing it"
-            ) from exc
+            ) from failure
         self.graph, self.key, self.out = graph, key, out
 
 
