@@ -212,6 +212,27 @@ def test_ddp_two_cpu_processes_keep_identical_weights(tmp_path):
     assert any(not torch.equal(v, torch.zeros_like(v)) for k, v in a.items() if "conv2" in k)  # it trained
 
 
+def test_resumed_ranks_other_than_0_draw_from_their_own_generators(tmp_path, monkeypatch):
+    """Rank 0 writes the checkpoint, so it holds rank 0's generator: resumed, every other rank reseeds its own from its
+    rank and the step, so no two ranks go on drawing the same batches, t and noise."""
+    overrides = fast("train.steps=4", "train.log_every=2", "train.snapshot_every=0")
+    run_training(SMOKE, tmp_path, overrides=overrides, progress=False, callback=lambda step, *_: step >= 2)
+    cfg, generators = RunConfig.load(SMOKE, overrides), []
+
+    def remember(path, model, ema, opt, generator):
+        generators.append(generator)
+        return checkpoint_file.load_training_state(path, model, ema, opt, generator)
+
+    monkeypatch.setattr(train_module, "load_training_state", remember)
+    for rank in (1, 2, 0):  # the others write nothing; rank 0 last, as it writes the folder
+        torch.manual_seed(cfg.train.seed)
+        train_module.train_loop(cfg, Runtime(torch.device("cpu"), rank=rank), UNet(cfg.model), tmp_path,
+                                resume=True, progress=False)  # fmt: skip
+    states = [g.get_state() for g in generators]
+    assert not torch.equal(states[0], states[1]) and not torch.equal(states[0], states[2])
+    assert not torch.equal(states[1], states[2])
+
+
 def test_a_time_budget_runs_on_the_wall_clock(monkeypatch):
     """``train.minutes`` counts the wall clock since training began (plus what a resumed run had used),
     so a paused machine or time spent outside the steps (snapshots, checkpoints) is counted too."""

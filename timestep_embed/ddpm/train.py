@@ -158,6 +158,8 @@ def train_loop(
     opt = adamw(model.parameters(), t.lr, weight_decay=t.weight_decay, betas=(0.9, t.adam_beta2))
     gen = torch.Generator(rt.device).manual_seed(t.seed * 1000 + rt.rank)
     step, elapsed = load_training_state(path, model, ema, opt, gen) if resume else (0, 0.0)
+    if resume and rt.rank:  # the checkpoint holds rank 0's generator: the others go on from seeds of their own
+        gen.manual_seed((t.seed * 1000 + rt.rank) * 1_000_003 + step)
     start_step, budget = step, Budget(t, rt, elapsed)
     ddp = model if rt.world_size == 1 else nn.parallel.DistributedDataParallel(model)
     # DDP compares the strides of size-1 dims too: a 1x1 conv's grad laid out (C, 1, C, C) warns every step
