@@ -213,24 +213,25 @@ def test_ddp_two_cpu_processes_keep_identical_weights(tmp_path):
 
 
 def test_resumed_ranks_other_than_0_draw_from_their_own_generators(tmp_path, monkeypatch):
-    """Rank 0 writes the checkpoint, so it holds rank 0's generator: resumed, every other rank reseeds its own from its
-    rank and the step, so no two ranks go on drawing the same batches, t and noise."""
+    """Rank 0 writes the checkpoint, so it holds rank 0's generators: resumed, every other rank reseeds its own (the
+    loop's and the global one, dropout's) from its rank and the step, so no two ranks draw the same batches, t, noise
+    and dropout masks."""
     overrides = fast("train.steps=4", "train.log_every=2", "train.snapshot_every=0")
     run_training(SMOKE, tmp_path, overrides=overrides, progress=False, callback=lambda step, *_: step >= 2)
-    cfg, generators = RunConfig.load(SMOKE, overrides), []
+    cfg, loops, globals_ = RunConfig.load(SMOKE, overrides), [], []
 
     def remember(path, model, ema, opt, generator):
-        generators.append(generator)
+        loops.append(generator)
         return checkpoint_file.load_training_state(path, model, ema, opt, generator)
 
     monkeypatch.setattr(train_module, "load_training_state", remember)
     for rank in (1, 2, 0):  # the others write nothing; rank 0 last, as it writes the folder
         torch.manual_seed(cfg.train.seed)
-        train_module.train_loop(cfg, Runtime(torch.device("cpu"), rank=rank), UNet(cfg.model), tmp_path,
-                                resume=True, progress=False)  # fmt: skip
-    states = [g.get_state() for g in generators]
-    assert not torch.equal(states[0], states[1]) and not torch.equal(states[0], states[2])
-    assert not torch.equal(states[1], states[2])
+        rt, model = Runtime(torch.device("cpu"), rank=rank), UNet(cfg.model)
+        seen = lambda step, *_: step == 3 and globals_.append(torch.get_rng_state())  # noqa: E731
+        train_module.train_loop(cfg, rt, model, tmp_path, resume=True, progress=False, callback=seen)
+    for states in ([g.get_state() for g in loops], globals_):
+        assert len(states) == 3 and not any(torch.equal(states[i], states[j]) for i, j in ((0, 1), (0, 2), (1, 2)))
 
 
 def test_a_time_budget_runs_on_the_wall_clock(monkeypatch):

@@ -153,13 +153,15 @@ def train_loop(
     data, batch = x_all[rt.rank :: rt.world_size].to(rt.device), t.batch_size // rt.world_size
     schedule = schedule_from_config(d).to(rt.device)  # its tables on the device: a step sends nothing from the host
     # Model, EMA copy (float32, never trained), optimizer, and the generator behind every random draw.
-    torch.manual_seed(t.seed)
+    torch.manual_seed(t.seed + rt.rank)  # the global RNG, dropout's masks: each rank its own (rank 0's, the seed)
     ema = copy.deepcopy(model).requires_grad_(False).eval()
     opt = adamw(model.parameters(), t.lr, weight_decay=t.weight_decay, betas=(0.9, t.adam_beta2))
     gen = torch.Generator(rt.device).manual_seed(t.seed * 1000 + rt.rank)
     step, elapsed = load_training_state(path, model, ema, opt, gen) if resume else (0, 0.0)
-    if resume and rt.rank:  # the checkpoint holds rank 0's generator: the others go on from seeds of their own
-        gen.manual_seed((t.seed * 1000 + rt.rank) * 1_000_003 + step)
+    if resume and rt.rank:  # the checkpoint holds rank 0's generators: the others go on from seeds of their own
+        seed = (t.seed * 1000 + rt.rank) * 1_000_003 + step
+        gen.manual_seed(seed)
+        torch.manual_seed(seed)
     start_step, budget = step, Budget(t, rt, elapsed)
     ddp = model if rt.world_size == 1 else nn.parallel.DistributedDataParallel(model)
     # DDP compares the strides of size-1 dims too: a 1x1 conv's grad laid out (C, 1, C, C) warns every step
