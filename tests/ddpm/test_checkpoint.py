@@ -152,20 +152,37 @@ def test_reads_plain_safetensors_files_without_our_metadata(tmp_path):
     assert meta == {} and torch.equal(loaded["x"], torch.arange(3))
 
 
+def on_cuda(generator: torch.Generator):
+    """A stand-in for a CUDA generator: reports CUDA, keeps ``generator``'s (CPU) state."""
+    methods = ("get_state", "set_state", "manual_seed", "initial_seed")
+    return type("OnCuda", (), {"device": torch.device("cuda"), **{m: getattr(generator, m) for m in methods}})()
+
+
 def test_a_generator_on_cuda_keeps_that_devices_default_generator(tmp_path, monkeypatch):
     """Dropout on a GPU draws from the device's default generator, not the loop's: the checkpoint keeps its state, so
     ``--resume`` repeats no dropout mask (a CPU-only checkpoint has no such entry)."""
     cpu = torch.Generator().manual_seed(3)
-    on_cuda = type(
-        "OnCuda", (), {"device": torch.device("cuda"), "get_state": cpu.get_state, "set_state": cpu.set_state}
-    )
     state, restored = torch.arange(16, dtype=torch.uint8), []
-    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda: state)
-    monkeypatch.setattr(torch.cuda, "set_rng_state", restored.append)
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device: state)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda new, device: restored.append((new, device)))
     model = torch.nn.Linear(2, 2)
     parts = (model, torch.nn.Linear(2, 2), torch.optim.AdamW(model.parameters()))
-    ckpt.save_training_state(tmp_path / "gpu.safetensors", {}, *parts, on_cuda(), 5, 1.0)
-    assert ckpt.load_training_state(tmp_path / "gpu.safetensors", *parts, on_cuda()) == (5, 1.0)
-    assert len(restored) == 1 and torch.equal(restored[0], state)
+    ckpt.save_training_state(tmp_path / "gpu.safetensors", {}, *parts, on_cuda(cpu), 5, 1.0)
+    assert ckpt.load_training_state(tmp_path / "gpu.safetensors", *parts, on_cuda(cpu)) == (5, 1.0)
+    assert len(restored) == 1 and torch.equal(restored[0][0], state) and restored[0][1] == torch.device("cuda")
     ckpt.save_training_state(tmp_path / "cpu.safetensors", {}, *parts, cpu, 5, 1.0)
     assert "rng.device" not in load_checkpoint(tmp_path / "cpu.safetensors")[0]
+
+
+def test_resumed_on_another_kind_of_device_the_generators_go_on_from_a_new_seed(tmp_path, monkeypatch, caplog):
+    """A CPU generator's state does not fit a CUDA one (5056 bytes against 16): a run trained on one and resumed on the
+    other (``train.device`` may change) reseeds from its own seed and the step, and says so."""
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda *a: pytest.fail("a CPU checkpoint set CUDA's generator"))
+    model = torch.nn.Linear(2, 2)
+    parts = (model, torch.nn.Linear(2, 2), torch.optim.AdamW(model.parameters()))
+    ckpt.save_training_state(tmp_path / "cpu.safetensors", {}, *parts, torch.Generator().manual_seed(3), 5, 1.0)
+    resumed = torch.Generator().manual_seed(7)
+    with torch.random.fork_rng():  # the global RNG as it was, after
+        assert ckpt.load_training_state(tmp_path / "cpu.safetensors", *parts, on_cuda(resumed)) == (5, 1.0)
+        assert resumed.initial_seed() == ckpt.resumed_seed(7, 5) == torch.initial_seed()
+    assert "resumed on cuda, trained on cpu" in caplog.text

@@ -232,6 +232,13 @@ def test_resumed_ranks_other_than_0_draw_from_their_own_generators(tmp_path, mon
         train_module.train_loop(cfg, rt, model, tmp_path, resume=True, progress=False, callback=seen)
     for states in ([g.get_state() for g in loops], globals_):
         assert len(states) == 3 and not any(torch.equal(states[i], states[j]) for i, j in ((0, 1), (0, 2), (1, 2)))
+    fresh = []  # started afresh too, each rank's global RNG (dropout's) is its own
+    for rank in (0, 1):
+        first = lambda *_: fresh.append(torch.get_rng_state()) or True  # noqa: E731 - then stop
+        rt, model, out = Runtime(torch.device("cpu"), rank=rank), UNet(cfg.model), tmp_path / f"r{rank}"
+        out.mkdir()
+        train_module.train_loop(cfg, rt, model, out, progress=False, callback=first)
+    assert len(fresh) == 2 and not torch.equal(*fresh)
 
 
 def test_a_time_budget_runs_on_the_wall_clock(monkeypatch):

@@ -21,6 +21,7 @@ with a [`CheckpointError`][timestep_embed.ddpm.CheckpointError] naming the file.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ __all__ = [
     "save_training_state",
     "load_training_state",
 ]
+
+log = logging.getLogger(__name__)
 
 META_KEY = "timestep_embed"
 RUN_CHECKPOINT = "checkpoint.safetensors"  # the file a training run keeps in its folder
@@ -156,9 +159,9 @@ def save_training_state(
         "rng.generator": generator.get_state(),
         "rng.torch": torch.get_rng_state(),
     }
-    device = device_rng(generator.device)
-    if device is not None:
-        tensors["rng.device"] = device.get_rng_state()
+    device_state = device_rng_state(generator.device)
+    if device_state is not None:
+        tensors["rng.device"] = device_state
     meta = {
         "config": config,
         "step": step,
@@ -178,24 +181,53 @@ def load_training_state(
     generator: torch.Generator,
 ) -> tuple[int, float]:
     """Restore what [`save_training_state`][timestep_embed.ddpm.checkpoint.save_training_state] wrote into these
-    objects; returns (step, elapsed seconds). The optimizer's tensors follow its parameters' device."""
+    objects; returns (step, elapsed seconds). The optimizer's tensors follow its parameters' device. A generator on
+    another kind of device than the checkpoint's cannot take its state: it and the global RNG go on from
+    [`resumed_seed`][timestep_embed.ddpm.checkpoint.resumed_seed] of the generator's own seed (a warning says so)."""
     tensors, meta = load_checkpoint(path)
     try:
         model.load_state_dict(strip_prefix(tensors, "model."))
         ema.load_state_dict(strip_prefix(tensors, "ema."))
         optimizer.load_state_dict(unflatten_optimizer_state(tensors, meta["optimizer"]))
-        generator.set_state(tensors["rng.generator"])
         step, elapsed = int(meta["step"]), float(meta["elapsed_s"])
+        saved_on = torch.device(meta.get("generator_device", "cpu")).type
+        if saved_on != generator.device.type:
+            log.warning("%s: resumed on %s, trained on %s: the batches, timesteps and noise go on from a new seed",
+                        path, generator.device.type, saved_on)  # fmt: skip
+            reseed(generator, resumed_seed(generator.initial_seed(), step))
+            return step, elapsed
+        generator.set_state(tensors["rng.generator"])
+        torch.set_rng_state(tensors["rng.torch"])
+        if "rng.device" in tensors:
+            set_device_rng_state(generator.device, tensors["rng.device"])
     except (KeyError, RuntimeError, ValueError, TypeError) as exc:
         raise CheckpointError(f"{path}: does not match this run's model and config ({exc})") from exc
-    torch.set_rng_state(tensors["rng.torch"])
-    device = device_rng(generator.device)
-    if device is not None and "rng.device" in tensors:
-        device.set_rng_state(tensors["rng.device"])
     return step, elapsed
 
 
-def device_rng(device: torch.device):
-    """The ``torch.cuda`` or ``torch.mps`` module whose ``get_rng_state`` / ``set_rng_state`` hold the default generator
-    of ``device`` (what dropout draws from there), or None for the CPU (``torch.get_rng_state``) and other devices."""
-    return {"cuda": torch.cuda, "mps": getattr(torch, "mps", None)}.get(device.type)
+def resumed_seed(own_seed: int, step: int) -> int:
+    """The seed a resumed process draws on from when the checkpoint's generators are not its own (another rank's, or
+    another kind of device's): a function of its own seed and the step, so no two ranks or resumes share draws."""
+    return own_seed * 1_000_003 + step
+
+
+def reseed(generator: torch.Generator, seed: int) -> None:
+    """``generator`` and the global RNG (every device's default generator: dropout's) seeded with ``seed``."""
+    generator.manual_seed(seed)
+    torch.manual_seed(seed)
+
+
+def device_rng_state(device: torch.device) -> torch.Tensor | None:
+    """The state of the default generator of a CUDA or MPS ``device`` (what dropout draws from there); None elsewhere
+    (the CPU's is ``torch.get_rng_state``)."""
+    if device.type == "cuda":
+        return torch.cuda.get_rng_state(device)
+    return torch.mps.get_rng_state() if device.type == "mps" else None
+
+
+def set_device_rng_state(device: torch.device, state: torch.Tensor) -> None:
+    """Restore what [`device_rng_state`][timestep_embed.ddpm.checkpoint.device_rng_state] returned for ``device``."""
+    if device.type == "cuda":
+        torch.cuda.set_rng_state(state, device)
+    elif device.type == "mps":
+        torch.mps.set_rng_state(state)

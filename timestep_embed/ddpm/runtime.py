@@ -216,15 +216,17 @@ class GraphedStep:
                 warnings.simplefilter("ignore")
                 register(self.generator)
         self.optimizer.zero_grad(set_to_none=True)  # the gradients are made in the graph's memory
-        failure: RuntimeError | None = None
+        failure: BaseException | None = None
         try:
             with torch.cuda.graph(graph, stream=self.side):
                 try:
                     out = self.step(key)
-                except RuntimeError as exc:  # kept: ending the broken capture raises an error of its own
+                except BaseException as exc:  # kept: ending the broken capture raises an error of its own
                     failure = exc
         except RuntimeError as exc:
             failure = failure or exc
+        if failure is not None and not isinstance(failure, RuntimeError):
+            raise failure  # Ctrl-C, a bug in the step: as they are
         if failure is not None:
             raise RuntimeError(
                 f"train.compile = 'step-graph': the training step could not be captured as one CUDA graph ({failure}); "
