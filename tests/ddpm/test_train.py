@@ -220,9 +220,9 @@ def test_resumed_ranks_other_than_0_draw_from_their_own_generators(tmp_path, mon
     run_training(SMOKE, tmp_path, overrides=overrides, progress=False, callback=lambda step, *_: step >= 2)
     cfg, loops, globals_ = RunConfig.load(SMOKE, overrides), [], []
 
-    def remember(path, model, ema, opt, generator):
+    def remember(path, model, ema, opt, generator, **kwargs):
         loops.append(generator)
-        return checkpoint_file.load_training_state(path, model, ema, opt, generator)
+        return checkpoint_file.load_training_state(path, model, ema, opt, generator, **kwargs)
 
     monkeypatch.setattr(train_module, "load_training_state", remember)
     for rank in (1, 2, 0):  # the others write nothing; rank 0 last, as it writes the folder

@@ -179,11 +179,15 @@ def load_training_state(
     ema: nn.Module,
     optimizer: torch.optim.Optimizer,
     generator: torch.Generator,
+    *,
+    own_generators: bool = True,
 ) -> tuple[int, float]:
     """Restore what [`save_training_state`][timestep_embed.ddpm.checkpoint.save_training_state] wrote into these
-    objects; returns (step, elapsed seconds). The optimizer's tensors follow its parameters' device. A generator on
-    another kind of device than the checkpoint's cannot take its state: it and the global RNG go on from
-    [`resumed_seed`][timestep_embed.ddpm.checkpoint.resumed_seed] of the generator's own seed (a warning says so)."""
+    objects; returns (step, elapsed seconds). The optimizer's tensors follow its parameters' device. The generators'
+    states are restored unless they are not this process's (``own_generators=False``: the checkpoint holds rank 0's)
+    or ``generator`` is on another kind of device than the checkpoint's (its state does not fit; a warning says so):
+    then ``generator`` and the global RNG go on from
+    [`resumed_seed`][timestep_embed.ddpm.checkpoint.resumed_seed] of the generator's own seed and the step."""
     tensors, meta = load_checkpoint(path)
     try:
         model.load_state_dict(strip_prefix(tensors, "model."))
@@ -194,6 +198,7 @@ def load_training_state(
         if saved_on != generator.device.type:
             log.warning("%s: resumed on %s, trained on %s: the batches, timesteps and noise go on from a new seed",
                         path, generator.device.type, saved_on)  # fmt: skip
+        if not own_generators or saved_on != generator.device.type:
             reseed(generator, resumed_seed(generator.initial_seed(), step))
             return step, elapsed
         generator.set_state(tensors["rng.generator"])

@@ -27,7 +27,7 @@ from torch import nn
 from torch.optim.swa_utils import get_ema_multi_avg_fn
 
 from ..files import atomic_write_bytes, save_npy, versions
-from .checkpoint import RUN_CHECKPOINT, load_training_state, reseed, resumed_seed, save_training_state
+from .checkpoint import RUN_CHECKPOINT, load_training_state, save_training_state
 from .config import DEFAULT_CONFIG, RunConfig, TrainConfig
 from .consistency import ConsistencyConfig, consistency_loss
 from .data import load_mnist
@@ -156,11 +156,9 @@ def train_loop(
     torch.manual_seed(t.seed + rt.rank)  # the global RNG, dropout's masks: each rank its own (rank 0's, the seed)
     ema = copy.deepcopy(model).requires_grad_(False).eval()
     opt = adamw(model.parameters(), t.lr, weight_decay=t.weight_decay, betas=(0.9, t.adam_beta2))
-    own_seed = t.seed * 1000 + rt.rank
-    gen = torch.Generator(rt.device).manual_seed(own_seed)
-    step, elapsed = load_training_state(path, model, ema, opt, gen) if resume else (0, 0.0)
-    if resume and rt.rank:  # the checkpoint holds rank 0's generators: the others go on from seeds of their own
-        reseed(gen, resumed_seed(own_seed, step))
+    gen = torch.Generator(rt.device).manual_seed(t.seed * 1000 + rt.rank)
+    # Rank 0 writes the checkpoint, so its generators are rank 0's: the others go on from seeds of their own.
+    step, elapsed = load_training_state(path, model, ema, opt, gen, own_generators=rt.is_main) if resume else (0, 0.0)
     start_step, budget = step, Budget(t, rt, elapsed)
     ddp = model if rt.world_size == 1 else nn.parallel.DistributedDataParallel(model)
     # DDP compares the strides of size-1 dims too: a 1x1 conv's grad laid out (C, 1, C, C) warns every step
