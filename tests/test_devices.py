@@ -34,71 +34,11 @@ from timestep_embed.ddpm.diffusion import schedule_from_config, to_device, train
 from timestep_embed.ddpm.samplers import sample
 from timestep_embed.nn import time_input
 
+from .fixtures.devices import accelerator_path, counted_reads
+
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
-READS = ("item", "tolist", "__float__", "__int__", "__bool__", "cpu", "numpy")
 QUIET = ["eval.enabled=false", "sample.num_samples=4", "sample.batch_size=4", "sample.steps=2", "train.bf16=false"]
-
-
-# operations whose output size depends on the values: the host waits for them too
-SIZED_BY_VALUES = ("unique", "unique_consecutive", "nonzero", "argwhere", "masked_select", "equal", "bincount")
-
-
-class SizedByValues(TorchFunctionMode):
-    """Counts the calls of `SIZED_BY_VALUES` and the indexing with a boolean mask into ``counts``; ``unwrapped``
-    maps the counting reads to torch's own methods (the reads count themselves, once)."""
-
-    def __init__(self, counts: collections.Counter, unwrapped: dict):
-        super().__init__()
-        self.counts, self.unwrapped = counts, unwrapped
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        func = self.unwrapped.get(func, func)
-        name = getattr(func, "__name__", "")
-        index = args[1] if name == "__getitem__" and len(args) > 1 else ()
-        if name in SIZED_BY_VALUES:
-            self.counts[name] += 1
-        elif any(
-            isinstance(i, torch.Tensor) and i.dtype == torch.bool
-            for i in (index if isinstance(index, tuple) else [index])
-        ):
-            self.counts["boolean mask"] += 1
-        return func(*args, **(kwargs or {}))
-
-
-@contextlib.contextmanager
-def counted_reads():
-    """Count every read of a tensor's values by the host (each one a host sync on a GPU): the reads themselves
-    (``item``, ``tolist``, ``bool(t)``, ...) and the operations sized by the values (``unique``, a mask, ...)."""
-    counts: collections.Counter = collections.Counter()
-    originals = {name: getattr(torch.Tensor, name) for name in READS}
-
-    def counting(name):
-        def read(self, *args, **kwargs):
-            counts[name] += 1
-            return originals[name](self, *args, **kwargs)
-
-        return read
-
-    wrappers = {name: counting(name) for name in READS}
-    for name, wrapper in wrappers.items():
-        setattr(torch.Tensor, name, wrapper)
-    try:
-        with SizedByValues(counts, {wrappers[name]: originals[name] for name in READS}):
-            yield counts
-    finally:
-        for name, original in originals.items():
-            setattr(torch.Tensor, name, original)
-
-
-@contextlib.contextmanager
-def accelerator_path():
-    """Tensors say they are not on the CPU: the package takes the path it takes on a GPU."""
-    torch.Tensor.is_cpu = property(lambda self: False)
-    try:
-        yield
-    finally:
-        del torch.Tensor.is_cpu  # back to TensorBase's own
 
 
 @pytest.fixture
