@@ -1,5 +1,6 @@
 """Every guard of the core: the message names the argument, the value and what is accepted."""
 
+import contextlib
 import re
 import warnings
 
@@ -17,6 +18,8 @@ from timestep_embed import (
     get_timestep_embedding,
     sinusoidal_embedding,
 )
+
+from .fixtures.devices import accelerator_path
 
 
 @pytest.mark.parametrize("dim", [0, -3])
@@ -270,3 +273,18 @@ def test_scale_formed_in_float16_is_checked_against_float16():
     with pytest.warns(LowPrecisionTimestepWarning):  # 0.5 in float16: maybe rounded
         assert torch.isfinite(sinusoidal_embedding(t, 8, scale=1000)).all()  # the float32 phase holds 1e5
     assert torch.isfinite(sinusoidal_embedding(t.float(), 8, scale=1000, scale_in_input_dtype=True)).all()
+
+
+def test_flux_rounding_asked_for_is_not_warned_about_on_any_device():
+    sigma = torch.tensor([0.99, 0.75]).bfloat16()  # black-forest-labs/flux: time_factor * t in bfloat16
+    flux = dict(scale=1000, scale_in_input_dtype=True, dtype=torch.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sinusoidal_embedding(sigma, 256, "adm", **flux).dtype == torch.bfloat16
+        with accelerator_path():
+            sinusoidal_embedding(sigma, 256, "adm", **flux)
+    for where in (contextlib.nullcontext, accelerator_path):  # without the option (or with scale 1): warned
+        with where(), pytest.warns(LowPrecisionTimestepWarning):
+            sinusoidal_embedding(sigma, 256, "adm", scale=1000, dtype=torch.bfloat16)
+        with where(), pytest.warns(LowPrecisionTimestepWarning):
+            sinusoidal_embedding(sigma * 1000, 256, "adm", scale_in_input_dtype=True)

@@ -221,7 +221,7 @@ def check_timesteps(
     [`check_options`][timestep_embed.guards.check_options]) or, with ``scale_in_input_dtype``, whose ``scale * t``
     overflows ``t``'s own dtype (float16 ends at 65504); warns
     ([`LowPrecisionTimestepWarning`][timestep_embed.LowPrecisionTimestepWarning]) about float16/bfloat16 timesteps that
-    look rounded.
+    look rounded, unless ``scale_in_input_dtype`` asks for the arithmetic of that dtype (Flux's own rounding).
     """
     if t.numel() == 0:
         return None
@@ -230,7 +230,8 @@ def check_timesteps(
         bad = t.detach()[~torch.isfinite(t.detach())].flatten()[:3].tolist()
         raise ValueError(f"timesteps must be finite, got non-finite values such as {bad}")
     largest, scale = max(abs(low), abs(high)), abs(convention.scale)
-    if scale_in_input_dtype and t.is_floating_point() and scale != 1:
+    in_input_dtype = scale_in_input_dtype and t.is_floating_point() and scale != 1
+    if in_input_dtype:
         if largest * scale > float_max(t.dtype):
             raise ValueError(
                 f"timesteps up to {largest:g} with scale {scale:g} overflow {t.dtype} (max {float_max(t.dtype):.5g}), "
@@ -246,7 +247,7 @@ def check_timesteps(
             f"timesteps up to {largest:g} with scale {scale:g}{frequencies} overflow the "
             f"{'float64' if precise else 'float32'} phase (max {limit:.3g}); the embedding would be NaN"
         )
-    if t.dtype in _EXACT_INTEGER_LIMIT:
+    if t.dtype in _EXACT_INTEGER_LIMIT and not in_input_dtype:
         _warn_if_rounded(t, largest, whole)
     return low, high
 

@@ -260,7 +260,7 @@ def sinusoidal_embedding(
     precise = check_bool(precise, "precise") or dtype == torch.float64
     pad_odd, in_input_dtype = check_bool(pad_odd, "pad_odd"), check_bool(scale_in_input_dtype, "scale_in_input_dtype")
     t, value_range = as_tensor(timesteps, device), None
-    eager = not graph_mode(t)
+    eager, in_input_dtype = not graph_mode(t), in_input_dtype and t.is_floating_point() and conv.scale != 1
     if not eager:  # no lru_cache under dynamo (torch 2.2's cannot trace one)
         check_options(dim, conv, dtype, precise)
     else:
@@ -270,9 +270,9 @@ def sinusoidal_embedding(
         if t.is_cpu or value_checks() == "all":  # = reads_values(t) in eager mode; an empty batch's range: (0, 0)
             value_range = check_timesteps(t, conv, precise, max_frequency=bound, scale_in_input_dtype=in_input_dtype)
             value_range = value_range or (0.0, 0.0)
-        else:  # on an accelerator: no read, no sync (diffusers' function reads nothing either)
-            warn_half_on_device(t)
-    if in_input_dtype and t.is_floating_point() and conv.scale != 1:
+        elif not in_input_dtype:  # on an accelerator: no read, no sync (diffusers' function reads nothing either)
+            warn_half_on_device(t)  # (with in_input_dtype the rounding of t's dtype is what is asked for)
+    if in_input_dtype:
         t, conv = conv.scale * t, replace(conv, scale=1.0)  # in t's dtype, as Flux (value_range bounds ints only)
     return _embed(t, value_range, dim, conv, precise, pad_odd, dtype, eager)
 

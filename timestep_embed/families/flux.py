@@ -1,6 +1,6 @@
 """Flux and the families built on its time path (the pipeline divides the scheduler's sigma * 1000 by
 1000, the model multiplies by 1000 again in its own dtype): FLUX.1 [dev] and [schnell], FLUX.2,
-Chroma, LongCat-Image, Ovis-Image; and FLUX.3's layout, which no pipeline feeds yet."""
+Chroma, LongCat-Image, Ovis-Image; and FLUX.3's layout, which no pipeline of diffusers 0.42.1 feeds."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _guidance(config) -> bool:
     return bool(config.get("guidance_embeds"))
 
 
-# FLUX.3: no pipeline in diffusers yet to read a contract from
+# FLUX.3: no pipeline in diffusers 0.42.1 to read a contract from
 GENERIC = (
     Layout("flux3", (MLPKeys("timestep", "timestep_embedder."),
                      MLPKeys("target timestep", "target_timestep_embedder.")),  # flow-map (step-distilled) configs only
