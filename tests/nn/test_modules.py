@@ -153,6 +153,21 @@ def test_fourier_equals_diffusers_gaussian_fourier_projection(log, flip, set_w):
     assert torch.equal(back.weight, ours.weight)
 
 
+@pytest.mark.parametrize("log", [True, False])
+@pytest.mark.parametrize("module_dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_fourier_equals_diffusers_for_every_timestep_dtype_in_a_cast_module(log, module_dtype):
+    # diffusers multiplies the timesteps by its weight: integer steps take the weight's dtype (float32 after log)
+    torch.manual_seed(0)
+    ref = emb_mod.GaussianFourierProjection(8, scale=16, log=log, flip_sin_to_cos=True).to(module_dtype)
+    ours = FourierEmbedding(16, first="cos", log=log).to(module_dtype)
+    ours.load_state_dict(ref.state_dict(), strict=True)
+    steps = torch.tensor([1, 500, 999])
+    for t in (steps, steps.int(), steps.float() + 0.5, steps.bfloat16(), steps.double()):
+        got, expected = ours(t), ref(t)  # float16 phases of 999 overflow to NaN rows in both
+        torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True, msg=str(t.dtype))
+    torch.testing.assert_close(ours(999), ref(torch.tensor([999]))[0], rtol=0, atol=0, equal_nan=True)  # a Python int
+
+
 def test_fourier_edm_variant_matches_edm_formula():
     # EDM training/networks.py FourierEmbedding.forward, transcribed: x.ger(2*pi*freqs) -> [cos, sin]
     m = FourierEmbedding.edm(32, generator=torch.Generator().manual_seed(3))

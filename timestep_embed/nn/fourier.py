@@ -105,7 +105,9 @@ class FourierEmbedding(nn.Module):
 
         ``x`` is a tensor on the weight's device, or numbers (put there, floats in the weight's dtype, as the
         sinusoid gives float32 for them); its values must be finite, and > 0 with ``log=True`` (checked eagerly
-        where they are on the host, see ``guards.reads_values``).
+        where they are on the host, see ``guards.reads_values``). Integer ``x`` is formed in the weight's dtype, as
+        diffusers' ``GaussianFourierProjection`` multiplies it (float32 after ``log``, and for ``fold_2pi`` and
+        ``in_features``).
         """
         numbers = not isinstance(x, torch.Tensor)
         x = as_tensor(x, self.weight.device if numbers else None, "x")
@@ -126,8 +128,9 @@ class FourierEmbedding(nn.Module):
             x = x.reshape(-1, self.in_features)
         else:
             shape, x = x.shape, x.reshape(-1)
-        if not x.is_floating_point():
-            x = x.float()
+        if not x.is_floating_point():  # diffusers' x[:, None] * weight: integer steps take the weight's dtype
+            plain = not (self.log or self.fold_2pi) and self.in_features is None  # (torch.log makes float32)
+            x = x.to(self.weight.dtype) if plain else x.float()
         if self.log:
             x = torch.log(x)
         if self.in_features is not None:
