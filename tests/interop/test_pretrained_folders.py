@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from timestep_embed import TimestepEmbedder
+from timestep_embed.nn import to_layout
 
-from ..fixtures.tiny import BY_CLASS
+from ..fixtures.tiny import BY_CLASS, TINY
 from .conftest import build, run
 from .test_layouts import module_output
 
@@ -69,3 +70,23 @@ def test_a_sharded_checkpoint_loads(tmp_path):
     with torch.no_grad():
         assert torch.equal(embedder(t), module_output(model, inputs, t, "time_text_embed.timestep_embedder"))
     run(model, inputs, t)
+
+
+def test_an_lcm_unet_keeps_its_condition_projection_in_every_loader(tmp_path):
+    """LCM's UNets (time_cond_proj_dim) add a projected guidance embedding before the time MLP: cond_proj."""
+    spec = TINY["stable_diffusion"]
+    torch.manual_seed(0)
+    unet = diffusers.UNet2DConditionModel(**spec.config, time_cond_proj_dim=5).eval()
+    unet.save_pretrained(tmp_path / "lcm")
+    t, w = torch.tensor([10, 999]), torch.randn(2, 5)
+    with torch.no_grad():
+        expected = unet.time_embedding(unet.time_proj(t), w)
+        for embedder in (TimestepEmbedder.from_pretrained(tmp_path / "lcm"), TimestepEmbedder.from_state_dict(
+                unet.state_dict(), "adm")):  # fmt: skip
+            assert torch.equal(embedder(t, w), expected)
+    ours = TimestepEmbedder.from_state_dict(unet.state_dict(), "adm").state_dict()
+    assert torch.equal(
+        to_layout(ours, "diffusers")["time_embedding.cond_proj.weight"], unet.time_embedding.cond_proj.weight
+    )
+    with pytest.raises(ValueError, match="the adm layout has no key for the condition projection"):
+        to_layout(ours, "adm")

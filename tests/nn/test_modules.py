@@ -332,3 +332,23 @@ def test_embedder_per_token_not_reused_with_a_condition_or_grad_wrt_t():
     assert calls[-1] == (2, 1024) and t.grad is not None
     embedder(t.detach(), torch.randn(2, 1024, 4))
     assert calls[-1] == (2, 1024)
+
+
+@pytest.mark.parametrize("batch, distinct", [(4, 4), (600, 600), (600, 1), (600, 3)])
+def test_embedder_with_fourier_features_of_rows_embeds_each_row(batch, distinct):
+    # k-diffusion's FourierFeatures take [B, 1]: a row, not an entry, is one timestep (no reuse of entries)
+    torch.manual_seed(0)
+    embedder = TimestepEmbedder(32, time_proj=FourierEmbedding(16, in_features=1))
+    t = torch.randint(0, distinct, (batch, 1)).float() + 0.5
+    with torch.no_grad():
+        expected = embedder.time_embedding(embedder.time_proj(t))
+        assert torch.equal(embedder(t), expected) and expected.shape == (batch, 32)
+
+
+def test_embedder_scalar_step_with_an_unbatched_condition_is_one_row():
+    torch.manual_seed(0)
+    embedder, condition = TimestepEmbedder(32, cond_dim=4), torch.randn(4)
+    with torch.no_grad():
+        expected = embedder.time_embedding(embedder.time_proj(torch.tensor(5)), condition)
+        assert expected.shape == (32,) and torch.equal(embedder(torch.tensor(5), condition), expected)
+        assert embedder(5, condition[None].expand(3, 4)).shape == (3, 32)  # [B, cond_dim]: B rows

@@ -42,17 +42,18 @@ EMBEDDERS = {
 }
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("name", list(EMBEDDERS))
-def test_save_pretrained_round_trip(name, tmp_path):
-    embedder = EMBEDDERS[name]()
+def test_save_pretrained_round_trip(name, dtype, tmp_path):
+    embedder = EMBEDDERS[name]().to(dtype)
     embedder.save_pretrained(tmp_path / "e")
     config = json.loads((tmp_path / "e" / "config.json").read_text())
     assert config["_class_name"] == "TimestepEmbedder" and config["emb_dim"] == embedder.emb_dim  # flat
     assert set(config["_timestep_embed"]) == {"timestep_embed", "torch"}
-    loaded = TimestepEmbedder.from_pretrained(tmp_path / "e")
+    loaded = TimestepEmbedder.from_pretrained(tmp_path / "e")  # in the dtype it was saved in
     cond = torch.randn(3, 6) if embedder.time_embedding.cond_proj is not None else None
     with torch.no_grad():
-        assert torch.equal(loaded(T, cond), embedder(T, cond))
+        assert loaded(T, cond).dtype == dtype and torch.equal(loaded(T, cond), embedder(T, cond))
     assert loaded.config() == embedder.config()
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..checks import check_int
+from ..checks import check_int, check_memory
 from ..conventions import Convention
-from ..guards import TimestepsLike, as_tensor
+from ..guards import TimestepsLike, as_tensor, host_values
 from ..sinusoidal import distinct_values
 from ..weights import load_pretrained, push_folder_to_hub, save_pretrained
 from .mlp import TimestepMLP
@@ -55,7 +55,8 @@ class TimestepEmbedder(nn.Module):
         post_act: an activation after the MLP (EDM's DhariwalUNet has one).
         cond_dim: width of an extra condition added before the MLP (diffusers' ``cond_proj``).
         precise: float64 sinusoid (see the core).
-        time_proj: a module ``[...] -> [..., sinusoid_dim]`` used instead of the sinusoid.
+        time_proj: a module ``[...] -> [..., sinusoid_dim]`` used instead of the sinusoid (or ``[..., F] -> [...,
+            sinusoid_dim]``, a [`FourierEmbedding`][timestep_embed.FourierEmbedding] with ``in_features``).
     """
 
     def __init__(
@@ -105,7 +106,7 @@ class TimestepEmbedder(nn.Module):
         A large ``t`` with few distinct values (per-token timesteps ``[B, tokens]``, a batch sharing its
         steps) runs the sinusoid and the MLP once per distinct value and gathers the rows
         ([`distinct_values`][timestep_embed.sinusoidal.distinct_values]); not with a ``condition``, not when ``t``
-        requires grad, not under tracing or compiling.
+        requires grad, not for a ``time_proj`` of ``in_features`` per row, not under tracing or compiling.
 
         A scalar or 0-d ``t`` with ``batch_size`` (or a ``condition`` ``[B, cond_dim]``) is one step for
         the whole batch: ``[batch_size, emb_dim]``, as diffusers' UNets expand a scalar timestep.
@@ -121,14 +122,17 @@ class TimestepEmbedder(nn.Module):
             if isinstance(t, torch.Tensor) and t.dim() == 1 and t.shape[0] != batch:
                 raise ValueError(f"t holds {t.shape[0]} timesteps but batch_size={batch}")
         else:
-            batch = condition.shape[0] if condition is not None and condition.dim() > 0 else None
+            batch = condition.shape[0] if condition is not None and condition.dim() > 1 else None  # [B, cond_dim]
         if batch is not None and (not isinstance(t, torch.Tensor) or t.dim() == 0):
             t = as_tensor(t, weights.device).expand(batch)
         t = time_input(t, self.time_input, self.num_timesteps)
-        if condition is None and isinstance(t, torch.Tensor) and not t.requires_grad:
+        per_entry = getattr(self.time_proj, "in_features", None) is None  # not [..., F] -> [..., width]
+        if condition is None and per_entry and isinstance(t, torch.Tensor) and not t.requires_grad and host_values(t):
             # Per-token timesteps [B, tokens] hold few distinct values: sinusoid and MLP on those, then
             # gather. The rows equal a per-token run's up to the matrix multiply's rounding (which
             # depends on the number of rows); gradients reach the weights through the gather.
+            unit = f"rows of {self.emb_dim} {str(weights.dtype)[6:]}"  # refused before a sort of what cannot fit
+            check_memory("t", t.numel(), unit, self.emb_dim * weights.element_size(), t.device)
             distinct = distinct_values(t)
             if distinct is not None:
                 values, index = distinct
@@ -255,6 +259,7 @@ class TimestepEmbedder(nn.Module):
                     raise ValueError(f"{name_or_path}: its config.json does not build a {cls.__name__}: {exc}") from exc
 
             embedder = build_to_fit(build, state, f"{name_or_path}")
+            dtype = dtype or state["time_embedding.linear_1.weight"].dtype  # as stored, as from_state_dict
         return embedder.to(device=place, dtype=dtype)
 
 

@@ -32,6 +32,7 @@ __all__ = [
 ]
 
 _OURS = ("time_embedding.linear_1.", "time_embedding.linear_2.")
+_COND = "time_embedding.cond_proj."
 
 
 def _describe(state: Mapping[str, torch.Tensor]) -> str:
@@ -277,12 +278,20 @@ def match_state_dict(state_dict: Mapping[str, torch.Tensor], match: LayoutMatch,
         for key, value in state_dict.items():
             if key.startswith(theirs + "."):
                 out[ours + key[len(theirs) + 1 :]] = _checked_weight(key, value, key.endswith(".weight"))
+    cond = _cond_key(path.linears[0] + ".")
+    if cond and cond + "weight" in state_dict:  # an LCM UNet's condition projection (time_cond_proj_dim)
+        out[_COND + "weight"] = _checked_weight(cond + "weight", state_dict[cond + "weight"], True)
     if match.layout.fourier is not None:
         weight = state_dict[match.prefix + match.layout.fourier[0]]
         out["time_proj.weight"] = weight.reshape(-1) if weight.dim() == 2 and weight.shape[1] == 1 else weight
     elif match.prefix + "time_proj.weight" in state_dict and match.layout.name in ("diffusers", "unet1d"):
         out["time_proj.weight"] = state_dict[match.prefix + "time_proj.weight"]  # a diffusers Fourier UNet
     return out
+
+
+def _cond_key(first_linear: str) -> str | None:
+    """Where diffusers' ``TimestepEmbedding`` keeps ``cond_proj``: beside its ``linear_1.``; None in other layouts."""
+    return first_linear[: -len("linear_1.")] + "cond_proj." if first_linear.endswith("linear_1.") else None
 
 
 def _check_shape(key: str, value: torch.Tensor, linear_weight: bool) -> None:
@@ -315,9 +324,14 @@ def to_layout(state_dict: Mapping[str, torch.Tensor], layout: str, prefix: str =
         raise TypeError(f"prefix must be a string, got {type(prefix).__name__}")
     lay = LAYOUTS[layout]
     theirs = [lay.mlps[0].key(0, w)[: -len("weight")] for w in range(2)]
+    pairs, cond = list(zip(_OURS, theirs, strict=True)), _cond_key(theirs[0])
+    if cond is not None:
+        pairs.append((_COND, cond))
+    elif _COND + "weight" in state_dict:
+        raise ValueError(f"the {layout} layout has no key for the condition projection {_COND}weight (diffusers' has)")
     out = {}
     for key, value in state_dict.items():
-        for ours, their in zip(_OURS, theirs, strict=True):
+        for ours, their in pairs:
             if key.startswith(ours):
                 out[prefix + their + key[len(ours) :]] = value
         if key == "time_proj.weight":
