@@ -117,6 +117,32 @@ def test_a_bfloat16_flux_pipeline_rounds_the_step_before_dividing():
     assert get_contract("sd3").model_input(raw, torch.bfloat16).dtype == torch.float32  # SD3 passes t as it is
 
 
+@pytest.mark.parametrize(
+    "name, raw, expected",
+    [
+        # pipeline_aura_flow.py: torch.tensor([t / 1000]).to(dtype=latents.dtype): 0.999 rounds to 1.0
+        ("auraflow", [999.0, 578.125], [1.0, 0.578125]),
+        # pipeline_qwenimage.py: t.expand(b).to(latents.dtype), then / 1000 in bfloat16, then .to(dtype) again
+        ("qwen_image", [998.0, 578.125], [1.0, 0.578125]),
+        # pipeline_mochi.py: t.expand(b).to(latents.dtype); Timesteps takes the rounded step as it is
+        ("mochi", [999.0, 578.125], [1000.0, 580.0]),
+    ],
+)
+def test_a_bfloat16_pipeline_rounds_where_it_casts(name, raw, expected):
+    contract = get_contract(name)
+    got = contract.sinusoid_input(torch.tensor(raw), torch.bfloat16, latents_dtype=torch.bfloat16)
+    assert got.float().tolist() == expected
+
+
+def test_cogview4_is_fed_the_unshifted_integer_steps():
+    """pipeline_cogview4.py passes linspace(1000, 1, steps) cast to int64 (the shifted sigmas only drive the
+    scheduler's updates): what reaches the sinusoid is that step, not the shifted sigma * 1000."""
+    contract = get_contract("cogview4")
+    assert contract.raw_range == (1.0, 1000.0) and "not shifted" in contract.raw
+    steps = torch.tensor([1000.0, 889.0])
+    assert torch.equal(contract.sinusoid_input(steps), steps)
+
+
 def test_the_dit_port_differs_from_the_original_as_the_contract_says():
     """diffusers' DiT sinusoid (shift 1) against facebookresearch/DiT's (shift 0): 1.98 apart on 0..999."""
     t = torch.arange(1000)

@@ -25,7 +25,10 @@ def _adm_flags(config) -> bool:
 COGVIEW4 = Family(
     diffusers_contract(
         "cogview4", "CogView 4", "transformer_cogview4", "cogview4/pipeline_cogview4", sinusoid_dim=None,
-        mlp="in_channels -> time_embed_dim -> time_embed_dim, SiLU (CogView3CombinedTimestepSizeEmbeddings)",
+        raw="integer-valued float timesteps: linspace(1000, 1, steps) cast to int64 and back, not shifted (the shifted "
+            "sigmas drive the scheduler's steps only)", raw_range=(1.0, 1000.0), pipeline="t.expand(batch)",
+        mlp="inner dim -> time_embed_dim -> time_embed_dim, SiLU (CogView3CombinedTimestepSizeEmbeddings; the "
+            "sinusoid is inner dim wide)",
         injection="adaLN-Zero", extra=(_SIZES,), diffusers="CogView4Transformer2DModel"),
     layouts=(Layout("cogview4", _KEYS),),
     classes=every("CogView4Transformer2DModel"))
@@ -35,7 +38,7 @@ COGVIEW3PLUS = Family(
     diffusers_contract(
         "cogview3plus", "CogView 3 Plus", "transformer_cogview3plus", "cogview3/pipeline_cogview3plus", raw=_STEPS,
         raw_range=(0, 999), sinusoid_dim=None,
-        mlp="time_embed_dim -> hidden -> hidden, SiLU (CogView3CombinedTimestepSizeEmbeddings)",
+        mlp="inner dim -> time_embed_dim -> time_embed_dim, SiLU (CogView3CombinedTimestepSizeEmbeddings)",
         injection="adaLN-Zero (CogView3PlusAdaLayerNormZeroTextImage)", extra=(_SIZES,),
         diffusers="CogView3PlusTransformer2DModel"),
     layouts=(Layout("cogview3plus", _KEYS, auto=False, classes=("CogView3PlusTransformer2DModel",)),),
@@ -46,7 +49,8 @@ GLM_IMAGE = Family(
         "glm_image", "GLM-Image", "transformer_glm_image", "glm_image/pipeline_glm_image",
         raw="integer-valued float timesteps: linspace(1000, 1, steps) cast to int64 and back", raw_range=(1.0, 1000.0),
         pipeline="t.expand(batch) - 1: 999..0", sinusoid_dim=None,
-        mlp="time_embed_dim -> hidden -> hidden, SiLU (GlmImageCombinedTimestepSizeEmbeddings)", injection="adaLN-Zero",
+        mlp="time_embed_dim -> time_embed_dim -> time_embed_dim, SiLU (GlmImageCombinedTimestepSizeEmbeddings)",
+        injection="adaLN-Zero",
         extra=("target size and crop coordinates: each through a sinusoid (condition_proj), projected, added",),
         diffusers="GlmImageTransformer2DModel", to_model=lambda t: t - 1),
     layouts=(Layout("glm_image", _KEYS, markers=("glyph_projector.",), parent="cogview4"),),

@@ -58,7 +58,8 @@ HUNYUAN_VIDEO = Family(
         "the scheduler's timesteps", sinusoid_dim=256,
         mlp="256 -> hidden -> hidden, SiLU; plus the pooled text projection",
         injection="adaLN (AdaLayerNormZero in double and single blocks)",
-        extra=("guidance: the pipeline passes guidance_scale * 1000, through the same sinusoid and its own MLP",),
+        extra=("guidance: the pipeline passes guidance_scale * 1000 formed in the transformer's dtype (bfloat16: 6 "
+               "becomes 6016), through the same sinusoid and its own MLP",),
         diffusers="HunyuanVideoTransformer3DModel"),
     layouts=(
         Layout("hunyuan_video", (MLPKeys("timestep", "time_text_embed.timestep_embedder."),
@@ -79,7 +80,9 @@ HUNYUAN_VIDEO15 = Family(
         "hunyuan_video15", "HunyuanVideo 1.5", "transformer_hunyuan_video15",
         "hunyuan_video1_5/pipeline_hunyuan_video1_5",
         **_LATENTS, mlp="256 -> hidden -> hidden, SiLU (HunyuanVideo15TimeEmbedding)", injection=_DOUBLE,
-        extra=(_REFINED,), diffusers="HunyuanVideo15Transformer3DModel"),
+        extra=(_REFINED, "meanflow checkpoints (use_meanflow): timestep_r (the image-to-video pipeline's next "
+               "timestep) through its own sinusoid and MLP (time_embed.timestep_embedder_r), added to t's"),
+        diffusers="HunyuanVideo15Transformer3DModel"),
     layouts=(Layout("hunyuan_video15", (MLPKeys("timestep", "time_embed.timestep_embedder."), _REFINER,
                                         text_mlp("context_embedder.time_text_embed.text_embedder.")),
                     markers=("context_embedder_2.",)),),

@@ -24,7 +24,8 @@ LTX_VIDEO = Family(
 LTX2 = Family(
     diffusers_contract(
         "ltx2", "LTX-2 (audio-video)", "transformer_ltx2", "ltx2/pipeline_ltx2",
-        pipeline="t per token: t.expand(batch).unsqueeze(-1) * (1 - conditioning_mask); audio_timestep = t",
+        pipeline="t.expand(batch) (text to video); per token t.expand(batch).unsqueeze(-1) * (1 - conditioning_mask) "
+                 "in pipeline_ltx2_image2video and pipeline_ltx2_condition",
         mlp="256 -> hidden -> hidden, SiLU; then SiLU + Linear (AdaLayerNormSingle)",
         injection="adaLN-single for video, audio and the audio-video cross attention",
         extra=("audio, and the cross-attention scale/shift and gates: the same sinusoid, own MLPs",),
@@ -42,8 +43,10 @@ MOCHI = Family(
         "mochi", "Mochi 1 (asymmetric DiT, flow matching counted from noise)", "transformer_mochi",
         "mochi/pipeline_mochi",
         raw="FlowMatchEulerDiscreteScheduler(invert_sigmas=True) timesteps: (1 - sigma) * 1000, t = 0 is noise",
+        pipeline="t.expand(batch).to(latents dtype)", formed_in="float32, from the latents' dtype (bfloat16 rounds "
+        "(1 - sigma) * 1000 first)",
         mlp="256 -> hidden -> hidden, SiLU; plus the attention-pooled caption (MochiCombinedTimestepCaptionEmbedding)",
-        injection="adaLN (MochiRMSNormZero per block)", diffusers="MochiTransformer3DModel",
+        injection="adaLN (MochiRMSNormZero per block)", diffusers="MochiTransformer3DModel", pipeline_cast="before",
         notes="the model counts time the other way round: pass 1000 - sigma * 1000 (the pipeline's invert_sigmas)"),
     layouts=(Layout("mochi", (MLPKeys("timestep", "time_embed.timestep_embedder."),),
                     markers=("time_embed.pooler.",)),),
@@ -67,7 +70,7 @@ EASYANIMATE = Family(
         "easyanimate", "EasyAnimate", "transformer_easyanimate", "easyanimate/pipeline_easyanimate",
         raw="the scheduler's timesteps (FlowMatchEulerDiscreteScheduler or DDIMScheduler)",
         pipeline="torch.tensor([t] * batch).to(latents dtype)", formed_in="the latents' dtype", sinusoid_dim=None,
-        mlp="time_embed_dim -> hidden -> hidden, SiLU (time_embedding)",
+        mlp="inner dim -> time_embed_dim -> time_embed_dim, SiLU (time_embedding; the sinusoid is inner dim wide)",
         injection="adaLN (EasyAnimateLayerNormZero per block)", diffusers="EasyAnimateTransformer3DModel",
         pipeline_cast="before"),
     classes=every("EasyAnimateTransformer3DModel"))
@@ -89,7 +92,7 @@ MINIMAX_H3 = Family(
         ("huggingface/diffusers: models/transformers/transformer_minimax_h3.py",),
         "the distinct timesteps of the packed sequence, in [0, 1] and unscaled", (0.0, 1.0),
         "t (with timestep_indices naming each row's timestep)",
-        mlp="freq_dim -> hidden -> hidden, SiLU (time_embedder)",
+        mlp="freq_dim -> time_embed_hidden_dim -> time_embed_dim, SiLU (time_embedder)",
         injection="adaLN per modality and timestep (adaln_indices)",
         notes="the sinusoid is fed t in [0, 1] as it is (scale 1)", diffusers="MiniMaxH3Transformer3DModel"),
     layouts=(Layout("minimax_h3", (MLPKeys("timestep", "time_embedder."),), markers=("audio_proj_in.",
@@ -135,7 +138,7 @@ I2VGEN_XL = Family(
          "huggingface/diffusers: pipelines/deprecated/i2vgen_xl/pipeline_i2vgen_xl.py"),
         "integer step t in 0..999 (DDIMScheduler)", (0, 999), "t",
         mlp="block_out_channels[0] -> 4 x that -> same, SiLU (time_embedding)",
-        injection="scale-shift in every ResNet block, as Stable Diffusion's UNet",
+        injection="additive (ResnetBlock2D time_emb_proj), as Stable Diffusion's UNet",
         extra=("the frame rate: fps through the same sinusoid (time_proj) and its own MLP (fps_embedding), added",),
         diffusers="I2VGenXLUNet"),
     layouts=(Layout("i2vgen_xl", (MLPKeys("timestep", "time_embedding."), MLPKeys("fps", "fps_embedding.", ("0", "2"))),
