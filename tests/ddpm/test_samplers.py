@@ -244,6 +244,27 @@ def test_sample_dispatches_to_the_solvers_with_the_configured_subsequence():
     assert times == [999, 749, 749, 500, 500, 250, 250, 0, 0]  # the evenly spaced steps, two calls a step
 
 
+@pytest.mark.parametrize("spacing, theirs", [("evenly", "linspace"), ("leading", "leading"), ("trailing", "trailing")])
+@pytest.mark.parametrize("steps", [5, 10])
+def test_dpm_solver_2m_through_sample_visits_diffusers_timesteps_for_every_spacing(spacing, theirs, steps):
+    scheduler = diffusers.DPMSolverMultistepScheduler(timestep_spacing=theirs)
+    scheduler.set_timesteps(steps)
+    schedule, x, model = schedule_of(scheduler), noise(), fixed_model(scheduler)
+    expected = x.clone()
+    for t in scheduler.timesteps:
+        expected = scheduler.step(model(expected, t.expand(3)), t, expected).prev_sample
+    times = []
+
+    def recording(x_t, t):
+        times.append(int(t[0]))
+        return model(x_t, t)
+
+    ours = samplers.sample(recording, x.shape, schedule, sampler="dpm++2m", steps=steps, spacing=spacing, x_T=x,
+                           clip_x0=False)  # fmt: skip
+    assert times == scheduler.timesteps.tolist()
+    assert (ours.double() - expected).abs().max() <= 1e-5 * expected.abs().max()
+
+
 def flow_model(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """A smooth fixed velocity field u(x, t) (t as the scheduler's sigma * 1000)."""
     s = t.to(x.dtype).reshape(-1, 1, 1, 1) / 1000

@@ -143,6 +143,8 @@ def sample(
             levels, at = karras_levels(schedule, steps or schedule.T, sigma_max=sigma_max)
         elif sampler == "heun":
             at = timestep_subsequence(schedule.T, steps or schedule.T, spacing).flip(0).tolist()
+        elif spacing == "trailing":  # diffusers' trailing points end at T / steps - 1: none to drop
+            at = timestep_subsequence(schedule.T, steps or schedule.T - 1, spacing).flip(0).tolist()
         else:
             # steps + 1 points without index 0, as diffusers' DPMSolverMultistepScheduler: a second-order step
             # onto index 0 (lambda far beyond its neighbours) would extrapolate the data predictions 2x and more
