@@ -12,6 +12,7 @@ from timestep_embed.ddpm.config import UNetConfig
 from timestep_embed.ddpm.unet import UNet
 from timestep_embed.interop import STAGE_KINDS, trace_stages, trace_time_path
 
+from ..fixtures.tiny import BY_CLASS
 from .conftest import build
 
 diffusers = pytest.importorskip("diffusers")
@@ -80,6 +81,17 @@ def test_labels_follow_the_mlp_each_sinusoid_feeds():
     flux, inputs, t = build("flux_dev")
     trace = trace_time_path(flux, t, inputs)
     assert [s.label for s in trace.stages if s.kind == "time embedding"] == ["timestep", "guidance"]
+
+
+def test_the_frame_rate_and_the_frame_index_sinusoids_are_labelled_as_what_they_carry():
+    """I2VGen-XL embeds its fps with the timestep's own time_proj and an nn.Sequential MLP (fps_embedding); SVD's
+    temporal attention embeds arange(frames) (time_pos_embed): neither is the timestep."""
+    i2v, inputs, t = build(BY_CLASS["I2VGenXLUNet"])
+    kinds = [(s.kind, s.label, s.module) for s in trace_time_path(i2v, t, inputs).stages]
+    assert ("sinusoid input", "fps", "time_proj") in kinds and ("time embedding", "fps", "fps_embedding") in kinds
+    svd, inputs, t = build(BY_CLASS["UNetSpatioTemporalConditionModel"])
+    frames = [s for s in trace_time_path(svd, t, inputs).stages if s.module.endswith("attentions.0.time_proj")]
+    assert frames and {s.label for s in frames} == {"frame index"}
 
 
 def test_a_wrong_convention_is_flagged_against_the_contract():

@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from timestep_embed import Convention, TimestepEmbedder
-from timestep_embed.interop import get_contract, mlp_from_diffusers, verify_port
+from timestep_embed import Convention, TimestepEmbedder, sinusoidal_embedding
+from timestep_embed.interop import get_contract, mlp_from_diffusers, trace_time_path, verify_port
 
 from .conftest import build
 
@@ -210,3 +210,59 @@ def test_the_tolerance_is_checked(tol):
     ports = TimestepEmbedder(32)
     with pytest.raises(ValueError, match="tol must be a finite number >= 0"):
         verify_port(ports, ports, T8, tol=tol)
+
+
+def trace_sinusoid(t, max_period):
+    return sinusoidal_embedding(t, 64, "adm", max_period=max_period).bfloat16()
+
+
+def test_a_sinusoid_returned_in_bfloat16_is_judged_by_its_output_rounding_not_its_phase():
+    t = torch.tensor([125.0, 400.0, 730.0, 980.0])
+    stages = {m: {"sinusoid": lambda x, m=m: trace_sinusoid(x, m)} for m in (10000.0, 1000.0)}
+    assert verify_port(stages[10000.0], {"sinusoid": lambda x: trace_sinusoid(x, 10000.0)}, t).agree
+    verdict = verify_port(stages[10000.0], stages[1000.0], t)
+    assert verdict.parted.kind == "sinusoid" and verdict.parted.allowed < 0.1, verdict.summary()
+    assert "max_period=1000.0" in verdict.causes[0], verdict.causes
+
+
+def test_with_one_timestep_the_mlp_is_not_judged_and_the_summary_says_why():
+    reference = TimestepEmbedder(64, 256).eval()
+    candidate = TimestepEmbedder(64, 256, act="gelu", precise=True).eval()
+    candidate.load_state_dict(reference.state_dict())
+    one = verify_port(reference, candidate, torch.tensor([999.0])).summary()
+    assert "not judged: how a difference grows here is unknown (pass 2 or more distinct timesteps)" in one
+    assert one.endswith("agree on every stage judged (1 not judged)"), one
+    assert "own timesteps" not in one
+    assert not verify_port(reference, candidate, T8).agree  # with more rows the activation is found
+
+
+class InlinePort(nn.Module):
+    """black-forest-labs/flux style: the sinusoid written inline, the MLP an ``MLPEmbedder`` of its own."""
+
+    def __init__(self, reference: DiffusersTimePath, first: str):
+        super().__init__()
+        self.first = first
+        self.in_layer, self.out_layer = (
+            copy.deepcopy(reference.time_embedding.linear_1),
+            copy.deepcopy(reference.time_embedding.linear_2),
+        )
+
+    def forward(self, t):
+        emb = sinusoidal_embedding(t, 32, "adm", first=self.first)
+        return self.out_layer(nn.functional.silu(self.in_layer(emb)))
+
+
+def test_a_port_with_an_inline_time_path_is_compared_by_its_output():
+    reference = DiffusersTimePath(flip_sin_to_cos=True, downscale_freq_shift=0)
+    assert verify_port(reference, InlinePort(reference, "cos"), T8).agree
+    verdict = verify_port(reference, InlinePort(reference, "sin"), T8)
+    assert not verdict.agree and "modules record no stage" in verdict.causes[0], verdict.summary()
+
+
+def test_stages_in_common_past_the_timestep_are_required():
+    reference = DiffusersTimePath(flip_sin_to_cos=True, downscale_freq_shift=0)
+    other = trace_time_path(copy.deepcopy(reference), T8)
+    for stage in other.stages[1:]:
+        stage.label = "guidance"  # nothing but the timestep shares a key with the reference's stages
+    with pytest.raises(ValueError, match="record no stage in common past the timestep"):
+        verify_port(reference, other, T8)

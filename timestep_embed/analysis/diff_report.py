@@ -136,11 +136,14 @@ def _causes(fa, fb, a, b, t, dim, tol) -> list[str]:
     return embedding_causes(a, b, t, tol)
 
 
-def embedding_causes(a: np.ndarray, b: np.ndarray, timesteps, tol: float = 1e-4) -> list[str]:
+def embedding_causes(
+    a: np.ndarray, b: np.ndarray, timesteps, tol: float = 1e-4, *, detect_tol: float = 1e-3
+) -> list[str]:
     """Likely causes of the difference between two embedding matrices ``[N, dim]`` of the same ``timesteps``.
 
-    Detects each matrix's convention (``timesteps`` needs 4 distinct values for that) and names the
-    fields that differ; else looks for a pure column permutation (any number of timesteps).
+    Detects each matrix's convention (``timesteps`` needs 4 distinct values for that; ``detect_tol`` is the
+    detector's tolerance: add the storage precision of matrices that were rounded, bfloat16's 0.0078) and names
+    the fields that differ; else looks for a pure column permutation (any number of timesteps).
     """
     a, b = real_array(a, "a").astype(np.float64), real_array(b, "b").astype(np.float64)
     t = real_array(timesteps, "timesteps").astype(np.float64).reshape(-1)
@@ -153,7 +156,7 @@ def embedding_causes(a: np.ndarray, b: np.ndarray, timesteps, tol: float = 1e-4)
     da: Detection | None = None
     db: Detection | None = None
     if len(np.unique(t)) >= MIN_TIMESTEPS:
-        da, db = detect_convention(a, t), detect_convention(b, t)
+        da, db = detect_convention(a, t, tol=detect_tol), detect_convention(b, t, tol=detect_tol)
         if da.matched and db.matched:
             for name, text in _FIELD_CAUSES.items():
                 va, vb = getattr(da.convention, name), getattr(db.convention, name)

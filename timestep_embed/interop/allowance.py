@@ -1,9 +1,10 @@
 """How much two correct ports may differ at each stage: the float32 rounding of the phase at the sinusoid,
 and what that difference can grow into later, measured on the reference's own rows.
 
-The sinusoid at ``t`` may differ by a few ulps of its phase ``t * w`` (the phase's own rounding, the
-frequency's in another float32 operation order, sin's): ``4 eps (1 + |t| max w)`` per row, plus the
-inputs' own difference times the frequency. A later stage may differ by what the stage before it
+The sinusoid at ``t`` may differ by a few float32 ulps of its phase ``t * w`` (the phase's own rounding, the
+frequency's in another operation order, sin's): ``4 eps32 (1 + |t| max w)`` per row, plus a few ulps of the output
+dtype (a sinusoid returned in bfloat16 rounds its values, not its phase: diffusers forms the phase in float32), plus
+the inputs' own difference times the frequency. A later stage may differ by what the stage before it
 differed, times the largest growth of a row-to-row difference between the two stages on the
 reference's rows, times a margin of 10; with fewer than 2 distinct rows that growth is unknown and the
 stage is not judged on top of its tolerance.
@@ -57,10 +58,12 @@ def _sinusoid(a: Stage, b: Stage, in_a: Stage | None, in_b: Stage | None, base: 
     if pa.shape != pb.shape or pa.numel() != rows:
         return base
     frequency = max(in_a.frequency, in_b.frequency)
-    coarse = max((a.value.dtype, b.value.dtype), key=lambda d: torch.finfo(d).eps if d.is_floating_point else 0.0)
-    eps = torch.finfo(coarse if coarse.is_floating_point else torch.float32).eps
+    eps32 = torch.finfo(torch.float32).eps
+    out_eps = max(torch.finfo(d).eps if d.is_floating_point else eps32 for d in (a.value.dtype, b.value.dtype))
+    largest = float(a.value.detach().abs().max()) if a.value.numel() else 1.0  # 1, or the gain
     moved = frequency * (pa - pb).abs().nan_to_num(0.0)  # the inputs' own (allowed) difference, carried on
-    return base + _ULPS * eps * (1.0 + torch.maximum(pa.abs(), pb.abs()) * frequency) + moved
+    phase = eps32 * (1.0 + torch.maximum(pa.abs(), pb.abs()) * frequency)
+    return base + _ULPS * (phase + out_eps * max(1.0, largest)) + moved
 
 
 _BEFORE = {"time embedding": "sinusoid", "modulation": "time embedding", "output": "modulation"}

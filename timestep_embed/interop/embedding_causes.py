@@ -34,6 +34,13 @@ _HALF = (torch.float16, torch.bfloat16)  # the finer first
 
 def embedding_stage_causes(a: Stage, b: Stage, ref: TimePathTrace, cand: TimePathTrace, ref_port, cand_port):
     x, y = a.value.detach().double().cpu(), b.value.detach().double().cpu()
+    opaque = next((side for side, t in (("reference", ref), ("candidate", cand)) if _records_nothing(t)), None)
+    if opaque is not None:
+        return [
+            f"the {opaque}'s modules record no stage (its sinusoid and MLP are inline code, not diffusers' modules "
+            "or ours), so only the outputs were compared: pass its stages as callables (trace_stages) to see where "
+            "they part"
+        ]
     if a.kind == "sinusoid":
         return _sinusoid_causes(a, b, x, y, ref, cand)
     if x.shape != y.shape:
@@ -46,6 +53,10 @@ def embedding_stage_causes(a: Stage, b: Stage, ref: TimePathTrace, cand: TimePat
     return [
         "the time path agrees (within float32 rounding) up to the blocks: the difference lies elsewhere in the model"
     ]
+
+
+def _records_nothing(trace: TimePathTrace) -> bool:
+    return {s.kind for s in trace.stages} <= {"timestep", "output"}
 
 
 def _input(trace: TimePathTrace, stage: Stage) -> Stage | None:
@@ -79,7 +90,8 @@ def _sinusoid_causes(a: Stage, b: Stage, x, y, ref: TimePathTrace, cand: TimePat
     if t.numel() != rows.shape[0]:
         return ["a different sinusoid: the same inputs give other features (no single known cause)"]
     t = t.reshape(-1)
-    named = embedding_causes(rows.numpy(), other.numpy(), t.numpy(), 1e-4)
+    stored = max((torch.finfo(s.value.dtype).eps for s in (a, b) if s.value.dtype.is_floating_point), default=0.0)
+    named = embedding_causes(rows.numpy(), other.numpy(), t.numpy(), 1e-4, detect_tol=1e-3 + stored)
     if named and not any("matches no known" in c for c in named):
         return [f"a different sinusoid (A: reference, B: candidate): {c}" for c in named]
     half = _half_precision(rows, other, t)

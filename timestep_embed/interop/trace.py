@@ -114,6 +114,8 @@ def _kind_of(module: nn.Module, name: str, parent: nn.Module | None) -> str | No
         return "sinusoid"
     if isinstance(module, TimestepMLP) or cls in _MLPS:
         return "time embedding"
+    if isinstance(module, nn.Sequential) and name.rpartition(".")[2] == "fps_embedding":
+        return "time embedding"  # I2VGen-XL's fps MLP (unet_i2vgen_xl.py): Linear, SiLU, Linear
     leaf = name.rpartition(".")[2]
     if isinstance(module, nn.Linear) and leaf in _MODULATION_LINEARS:
         return "modulation"
@@ -135,6 +137,8 @@ def _label(path: str) -> str:
         ("condition_proj", "size"),  # CogView's original size, target size and crop coordinates
         ("size_proj", "size"),  # HunyuanDiT's image meta size
         ("pooled", "text"),  # HiDream's pooled text embedder (a TimestepEmbedding)
+        ("fps", "fps"),  # I2VGen-XL: fps_embedding(time_proj(fps))
+        ("pos_embed", "frame index"),  # SVD's temporal attention: time_pos_embed(time_proj(arange(frames)))
     )
     return next((label for key, label in labels if key in leaf), "timestep")
 

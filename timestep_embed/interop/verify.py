@@ -84,16 +84,23 @@ class PortVerdict:
                 lines.append(f"  {d.name}: shapes {d.shapes[0]} vs {d.shapes[1]}{mark}")
             elif d.nonfinite:
                 lines.append(f"  {d.name}: {d.nonfinite} entries NaN or infinite on one side only{mark}")
-            elif math.isinf(d.allowed):
+            elif math.isinf(d.allowed) and d.kind == "timestep":
                 lines.append(f"  {d.name}: not compared (each side is given its own timesteps)")
+            elif math.isinf(d.allowed) and not downstream:
+                lines.append(f"  {d.name}: max abs {d.max_abs:.3g}, not judged: {_UNJUDGED}")
             else:
-                shown = d.max_abs and d.allowed > 0 and not downstream
+                shown = d.max_abs and 0 < d.allowed < math.inf and not downstream
                 within = f", float32 rounding allows {d.allowed:.2g}" if shown else ""
                 lines.append(f"  {d.name}: max abs {d.max_abs:.3g} (relative {d.relative:.3g}){within}{mark}")
             downstream = downstream or d is self.parted
         if self.parted is None:
-            return "\n".join(lines + ["  the two time paths agree on every stage both record"])
+            unjudged = sum(math.isinf(d.allowed) and d.kind != "timestep" for d in self.stages)
+            last = f"every stage judged ({unjudged} not judged)" if unjudged else "every stage both record"
+            return "\n".join(lines + [f"  the two time paths agree on {last}"])
         return "\n".join(lines + [f"  likely cause: {c}" for c in self.causes])
+
+
+_UNJUDGED = "how a difference grows here is unknown (pass 2 or more distinct timesteps)"
 
 
 def _traced(port: Port, timesteps, inputs, timestep_arg: str, side: str) -> TimePathTrace:
@@ -117,6 +124,18 @@ def _keyed(trace: TimePathTrace) -> dict[tuple[str, str, int], Stage]:
         n = counts[(s.kind, s.label)] = counts.get((s.kind, s.label), -1) + 1
         out[(s.kind, s.label, n)] = s
     return out
+
+
+def _aligned(ref: TimePathTrace, cand: TimePathTrace):
+    """Both sides' stages by key. A side whose modules record nothing (an inline sinusoid and MLP: its timestep and
+    output only) has its output compared with the other side's last stage, which a trace records in place of an
+    output equal to it."""
+    ka, kb = _keyed(ref), _keyed(cand)
+    out = ("output", "timestep", 0)
+    for mine, other, trace in ((kb, ka, ref), (ka, kb, cand)):
+        if out in mine and out not in other and trace.stages and {k[0] for k in mine} == {"timestep", "output"}:
+            other[out] = trace.stages[-1]
+    return ka, kb
 
 
 def _compare(a: Stage, b: Stage) -> StageDiff:
@@ -193,13 +212,19 @@ def verify_port(
         "candidate",
     )
     diffs, parted, key = _judge(ref, cand, tol, skip_timestep=own)
-    if not diffs:
-        raise ValueError("the reference and the candidate record no stage in common; nothing to compare")
+    if all(d.kind == "timestep" for d in diffs):
+        kinds = [sorted({s.kind for s in t.stages}) for t in (ref, cand)]
+        raise ValueError(
+            f"the reference ({', '.join(kinds[0])}) and the candidate ({', '.join(kinds[1])}) record no stage in "
+            "common past the timestep, so nothing of the time path would be compared: pass the candidate's stages as "
+            "callables (trace_stages), or a model whose time modules are diffusers' or ours"
+        )
     causes: list[str] = []
     if parted is not None and parted.missing:
         causes = missing_cause(parted, ref, cand)
     elif parted is not None and key is not None:
-        causes = cause_of(_keyed(ref)[key], _keyed(cand)[key], ref, cand, reference, candidate)
+        ka, kb = _aligned(ref, cand)
+        causes = cause_of(ka[key], kb[key], ref, cand, reference, candidate)
     return PortVerdict(parted, causes, diffs, tol, ref, cand)
 
 
@@ -209,7 +234,7 @@ def _whole_model(trace: TimePathTrace) -> bool:
 
 def _judge(ref: TimePathTrace, cand: TimePathTrace, tol: float, skip_timestep: bool):
     """``(every aligned stage, the first that differs or None, its key)``, in the reference's order."""
-    ka, kb = _keyed(ref), _keyed(cand)
+    ka, kb = _aligned(ref, cand)
     labels_a, labels_b = {k[1] for k in ka}, {k[1] for k in kb}
     diffs: list[StageDiff] = []
     seen: dict[tuple[str, str, int], StageDiff] = {}
