@@ -11,6 +11,7 @@ import torch
 
 import timestep_embed as te
 from timestep_embed.analysis.figures import make_figures
+from timestep_embed.cli import main
 from timestep_embed.nn import FourierEmbedding, SinusoidalEmbedding, TimestepEmbedder
 from timestep_embed.sinusoidal import distinct_values
 
@@ -70,6 +71,25 @@ def test_an_embedding_larger_than_memory_is_refused_with_its_size():
     assert te.sinusoidal_embedding(torch.zeros(10**9, device="meta"), 320).is_meta  # no memory: no refusal
     with pytest.raises(ValueError, match=r"t: 1,000,000,000 rows of 64 float32 \(256 GB\) is more than"):
         TimestepEmbedder(64)(t)  # before its search for distinct values, which would sort 10^9 values
+
+
+def test_the_numpy_reference_and_the_comparison_refuse_widths_larger_than_memory(capsys):
+    with pytest.raises(
+        ValueError, match=r"timesteps: 4 rows of 100000000000 float64 \(3.2 TB\) is more than .*\(not one: 800 GB\)"
+    ):
+        te.sinusoidal_embedding_np([1.0] * 4, 10**11)
+    with pytest.raises(ValueError, match=r"dim: 500,000,000,000 float64 frequencies \(4 TB\)"):
+        te.frequencies_np(10**12)
+    assert main(["compare", "--out", "unused", "--dims", "100000000000", "-n", "4"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["timestep-embed compare: error: dims must be widths in 1 .. 65536, got 100000000000"], err
+
+
+def test_complex_embeddings_are_refused_in_one_line_naming_the_dtype(tmp_path, capsys):
+    np.save(tmp_path / "emb.npy", np.zeros((10, 8), np.complex64))
+    assert main(["detect", str(tmp_path / "emb.npy"), "--timesteps", "0:10"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "an array of shape (10, 8) (numpy dtype complex64)" in err[0], err
 
 
 def test_an_integer_step_cache_larger_than_memory_is_refused_at_construction():

@@ -154,8 +154,9 @@ def real_array(values, name: str) -> np.ndarray:
     except ValueError:  # a ragged nested list
         raise ValueError(f"{name} must be a number, an array or a rectangular nested list, got {values!r}") from None
     if array.dtype.kind not in "iuf":
+        shown = f"an array of shape {array.shape}" if isinstance(values, np.ndarray) else repr(values)  # one line
         raise TypeError(
-            f"{name} must be int or float numbers, got {values!r} (numpy dtype {array.dtype}); "
+            f"{name} must be int or float numbers, got {shown} (numpy dtype {array.dtype}); "
             "bool, complex, strings and other objects are not accepted"
         )
     if array.itemsize > 8:  # numpy's longdouble: no torch dtype holds it
@@ -193,9 +194,9 @@ def check_size(name: str, count: int, limit: int, unit: str, item_bytes: int, li
     ``name``, the count, the memory it would take and what sets the limit (``limit_is``), before anything is
     allocated; ``hint`` ends it."""
     if count > limit:
+        held = f"{limit:,}, {format_bytes(limit * item_bytes)}" if limit else f"not one: {format_bytes(item_bytes)}"
         raise ValueError(
-            f"{name}: {count:,} {unit} ({format_bytes(count * item_bytes)}) is more than {limit_is} "
-            f"({limit:,}, {format_bytes(limit * item_bytes)}){hint}"
+            f"{name}: {count:,} {unit} ({format_bytes(count * item_bytes)}) is more than {limit_is} ({held}){hint}"
         )
 
 

@@ -110,6 +110,7 @@ def frequencies_np(dim: int, freq_shift: float = 0.0, max_period: float = 10000.
     conv = Convention(freq_shift=freq_shift, max_period=max_period)  # checks both
     check_options(dim, conv, torch.float64, precise=True)
     half = dim // 2
+    check_memory("dim", half, "float64 frequencies", 8)
     return np.exp(-math.log(conv.max_period) * np.arange(half, dtype=np.float64) / (half - conv.freq_shift))
 
 
@@ -288,6 +289,7 @@ def sinusoidal_embedding_np(
     conv = resolve_convention(convention, **options)
     t = real_array(timesteps, "timesteps").astype(np.float64)
     bound = check_options(dim, conv, torch.float64, precise=True)
+    check_memory("timesteps", t.size, f"rows of {dim} float64", dim * 8)  # as the torch path: from the sizes alone
     check_timesteps(torch.from_numpy(t), conv, precise=True, max_frequency=bound)  # the torch path's guards
     args = conv.scale * (t[..., None] * frequencies_np(dim, conv.freq_shift, conv.max_period))
     first, second = (np.sin(args), np.cos(args)) if conv.first == "sin" else (np.cos(args), np.sin(args))

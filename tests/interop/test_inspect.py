@@ -141,6 +141,9 @@ def hostile(tmp_path) -> dict[str, tuple[str, str]]:
            "y_embedder.embedding_table.weight": torch.randn(3, 8)}  # fmt: skip
     save_file(dit, tmp_path / "chain.safetensors")
     found["linears that do not chain"] = (str(tmp_path / "chain.safetensors"), "not one MLP")
+    save_file({**dit, "t_embedder.mlp.2.weight": torch.randn(8, 8), "t_embedder.mlp.0.bias": torch.randn(7)},
+              tmp_path / "bias.safetensors")  # fmt: skip
+    found["a bias that does not fit its weight"] = (str(tmp_path / "bias.safetensors"), "bias (7,) does not fit")
     (tmp_path / "shards").mkdir()
     good = {**dit, "t_embedder.mlp.2.weight": torch.randn(8, 8)}
     save_file(good, tmp_path / "shards" / "a.safetensors")
@@ -172,7 +175,8 @@ def hostile(tmp_path) -> dict[str, tuple[str, str]]:
 
 
 @pytest.mark.parametrize("name", ["offsets that do not fit the shape", "an unknown dtype", "negative offsets",
-                                  "offsets as strings", "linears that do not chain", "a key in two files",
+                                  "offsets as strings", "linears that do not chain",
+                                  "a bias that does not fit its weight", "a key in two files",
                                   "a class name that is a list", "an index that puts a key in another shard",
                                   "an index that lists a key no shard holds", "a FIFO", "an empty path"])  # fmt: skip
 @pytest.mark.parametrize("as_json", [False, True])

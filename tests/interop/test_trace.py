@@ -151,3 +151,17 @@ def test_an_empty_batch_of_timesteps_is_refused_by_name():
         trace_time_path(TimestepEmbedder(32), torch.tensor([]))
     with pytest.raises(ValueError, match="timesteps is empty"):
         trace_stages({"sinusoid": lambda t: t}, [])
+
+
+def test_a_nan_weight_gives_strict_json_with_nulls_and_a_count():
+    model = TimestepEmbedder(16, 8).eval()
+    with torch.no_grad():
+        model.time_embedding.linear_1.weight[0, 0] = float("nan")
+    text = trace_time_path(model, torch.tensor([1.0, 500.0])).to_json()
+
+    def refuse(constant):
+        raise ValueError(f"not strict JSON: {constant}")
+
+    stages = json.loads(text, parse_constant=refuse)["stages"]
+    embedding = next(s for s in stages if s["kind"] == "time embedding")
+    assert embedding["nonfinite"] > 0 and "nonfinite" not in stages[0]

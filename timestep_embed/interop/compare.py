@@ -59,6 +59,7 @@ def _diffusers_equivalent(name: str, dim: int):
 
 
 MAX_N = 1 << 20  # timesteps per row: 2**20 x 320 float64 references are 2.7 GB
+MAX_DIM = 1 << 16  # widths: 2**16 columns of 2**20 timesteps would be 550 GB; real models stay below 4096
 
 
 def compare_row(name: str, dim: int, kind: str, dtype_name: str, n: int) -> dict:
@@ -99,6 +100,8 @@ def _check_arguments(presets, dims, n) -> tuple[list[str], list[int]]:
     for dim in dims:
         for name in presets:
             check_dim(dim, PRESETS[name].freq_shift)
+        if dim > MAX_DIM:
+            raise ValueError(f"dims must be widths in 1 .. {MAX_DIM}, got {dim}")
     if check_int(n, "n") > MAX_N:
         raise ValueError(f"n must be an int in 1 .. {MAX_N} (timesteps per row), got {n}")
     return list(presets), list(dims)

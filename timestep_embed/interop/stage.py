@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -39,7 +40,15 @@ class Stage:
         out["shape"] = list(v.shape)
         x = v.double()
         if v.numel() <= 8:
-            out["values"] = [round(float(y), 6) for y in x.reshape(-1)]
-        if v.numel():
-            out.update(min=float(x.min()), max=float(x.max()), rms=float(x.pow(2).mean().sqrt()))
+            out["values"] = [_number(round(float(y), 6)) for y in x.reshape(-1)]
+        if v.numel():  # NaN and inf are JSON's null (strict JSON has neither), counted in "nonfinite"
+            finite = x[x.isfinite()]
+            if finite.numel() < x.numel():
+                out["nonfinite"] = x.numel() - finite.numel()
+            if finite.numel():
+                out.update(min=float(finite.min()), max=float(finite.max()), rms=float(finite.pow(2).mean().sqrt()))
         return out
+
+
+def _number(y: float) -> float | None:
+    return y if math.isfinite(y) else None

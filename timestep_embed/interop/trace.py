@@ -66,7 +66,7 @@ class TimePathTrace:
         }
 
     def to_json(self, **kwargs) -> str:
-        return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
+        return json.dumps(self.to_dict(), **{"indent": 2, "allow_nan": False, **kwargs})
 
     def report(self, max_blocks: int = 2) -> str:
         """Readable lines: one per stage (block modulations after the first ``max_blocks`` counted), then the flags."""

@@ -143,6 +143,9 @@ def _paths(layout: Layout, state_dict: Mapping[str, torch.Tensor], prefix: str) 
             for lin, w in zip(linears, (w1, w2), strict=True):
                 if w is not None and mlp.fed == "sinusoid":  # a time path's widths build an embedder
                     _check_shape(f"{lin}.weight", w, linear_weight=True)
+                    bias = state_dict.get(f"{lin}.bias")
+                    if bias is not None and tuple(bias.shape) != tuple(w.shape[:1]):
+                        raise ValueError(f"{lin}.bias {tuple(bias.shape)} does not fit {lin}.weight {tuple(w.shape)}")
             widths: tuple[int, ...] = ()
             if w1 is not None and w2 is not None and w1.dim() == w2.dim() == 2:
                 widths = (w1.shape[1], w1.shape[0], w2.shape[0])
