@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch import nn
 
-from timestep_embed import files
+from timestep_embed import cli, files
 from timestep_embed.cli import main
 from timestep_embed.ddpm import ConfigError, RunConfig, UNet, run_training, sample_run
 from timestep_embed.ddpm import trained as trained_module
@@ -140,3 +140,6 @@ def test_a_read_only_output_folder_is_found_before_the_work(tmp_path, monkeypatc
     assert not (tmp_path / "run").exists()
     assert main(["evaluate", str(tmp_path / "none.npy"), "--out", str(folder / "m.json")]) == 2
     assert "--out's folder" in capsys.readouterr().err
+    monkeypatch.setattr(cli, "run_comparison", lambda *a, **k: pytest.fail("compared before the check"))
+    assert main(["compare", "--out", str(tmp_path / "cmp"), "-n", "4"]) == 2
+    assert "--out" in capsys.readouterr().err

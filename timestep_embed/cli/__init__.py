@@ -135,6 +135,7 @@ def _evaluate(args) -> int:
 
 
 def _compare(args) -> int:
+    check_writable(Path(args.out), "--out")  # before the rows, which take a while
     rows = run_comparison(args.presets, args.dims, args.n, progress=not args.quiet)
     print(to_markdown(rows))
     print(summary(rows))
