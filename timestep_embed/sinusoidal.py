@@ -186,6 +186,8 @@ def distinct_values(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None
     flat = t.reshape(-1)
     if flat.shape[0] < _DISTINCT_MIN_ROWS:
         return None
+    # the sort keeps a copy, its order and the inverse index: refused by name before it, where it cannot fit
+    check_memory("timesteps", flat.shape[0], "values to sort for their distinct ones", 32, t.device)
     if flat.is_floating_point():
         return _distinct(flat, 0.0, 0.0)
     low, high = torch.aminmax(flat if flat.dtype.is_signed else flat.double())  # aminmax: no unsigned kernels

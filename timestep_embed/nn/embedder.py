@@ -15,11 +15,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..checks import check_int, check_memory
+from ..checks import check_int
 from ..conventions import Convention
-from ..guards import TimestepsLike, as_tensor, host_values
+from ..guards import TimestepsLike, as_tensor
 from ..sinusoidal import distinct_values
 from ..weights import load_pretrained, push_folder_to_hub, save_pretrained
+from .fourier import FourierEmbedding
 from .mlp import TimestepMLP
 from .porting import time_path_modules
 from .pretrained import diffusers_options, embedder_arguments, embedder_config, with_mlp
@@ -126,13 +127,12 @@ class TimestepEmbedder(nn.Module):
         if batch is not None and (not isinstance(t, torch.Tensor) or t.dim() == 0):
             t = as_tensor(t, weights.device).expand(batch)
         t = time_input(t, self.time_input, self.num_timesteps)
-        per_entry = getattr(self.time_proj, "in_features", None) is None  # not [..., F] -> [..., width]
-        if condition is None and per_entry and isinstance(t, torch.Tensor) and not t.requires_grad and host_values(t):
+        # FourierEmbedding(in_features=F) takes [..., F]: one timestep per row of F, not per entry
+        per_entry = not (isinstance(self.time_proj, FourierEmbedding) and self.time_proj.in_features is not None)
+        if condition is None and per_entry and isinstance(t, torch.Tensor) and not t.requires_grad:
             # Per-token timesteps [B, tokens] hold few distinct values: sinusoid and MLP on those, then
             # gather. The rows equal a per-token run's up to the matrix multiply's rounding (which
             # depends on the number of rows); gradients reach the weights through the gather.
-            unit = f"rows of {self.emb_dim} {str(weights.dtype)[6:]}"  # refused before a sort of what cannot fit
-            check_memory("t", t.numel(), unit, self.emb_dim * weights.element_size(), t.device)
             distinct = distinct_values(t)
             if distinct is not None:
                 values, index = distinct
