@@ -68,7 +68,8 @@ class TimestepMLP(nn.Module):
         sample = check_tensor(
             sample, "sample", device=weight.device, width=self.linear_1.in_features, width_name="in_dim"
         )
-        sample = sample.to(weight.dtype)
+        if sample.dtype != weight.dtype:  # Tensor.to costs microseconds even as a no-op
+            sample = sample.to(weight.dtype)
         if condition is not None:
             if self.cond_proj is None:
                 raise ValueError("a condition was given but this TimestepMLP has no cond_proj (cond_dim=None)")
