@@ -72,8 +72,10 @@ def _parse_header(path: Path, head: bytes, size: int) -> dict:
         )
     if n > size - 8 or len(head) < 8 + n:
         raise CheckpointError(f"{path}: truncated: the header claims {n} bytes, only {size - 8} follow")
-    try:
-        header = json.loads(head[8 : 8 + n])
+    try:  # a key given twice would silently keep its last entry (safetensors' own reader keeps it)
+        header = json.loads(head[8 : 8 + n], object_pairs_hook=_unique_keys)
+    except KeyError as exc:
+        raise CheckpointError(f"{path}: corrupt safetensors header (the key {exc} is given twice)") from None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         why = "nested too deeply" if isinstance(exc, RecursionError) else exc
         raise CheckpointError(f"{path}: corrupt safetensors header ({why})") from None
@@ -86,8 +88,9 @@ def _parse_header(path: Path, head: bytes, size: int) -> dict:
         )
     try:
         end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
-    except (KeyError, TypeError, IndexError, ValueError) as exc:
-        raise CheckpointError(f"{path}: corrupt safetensors header (a tensor entry without data_offsets)") from exc
+    except (KeyError, TypeError, IndexError, ValueError, OverflowError) as exc:  # OverflowError: Infinity, 1e400
+        what = "a tensor entry without integer data_offsets"
+        raise CheckpointError(f"{path}: corrupt safetensors header ({what})") from exc
     if 8 + n + end != size:
         what = "truncated" if 8 + n + end > size else "has trailing bytes"
         raise CheckpointError(f"{path}: {what}: the header describes {8 + n + end} bytes, the file holds {size}")

@@ -253,3 +253,20 @@ def test_a_large_memory_mapped_dump_is_read_in_a_few_rows(tmp_path):
 def test_a_dump_wider_than_the_detector_takes_is_refused():
     with pytest.raises(ValueError, match=f"embeddings: {MAX_DIM + 2:,} columns is wider"):
         detect_convention(np.zeros((4, MAX_DIM + 2), np.float32), np.arange(4))
+
+
+def test_a_match_holds_on_every_row_not_only_those_the_search_reads():
+    t = np.arange(2048.0)
+    emb = sinusoidal_embedding(torch.from_numpy(t), 64, "adm", precise=True).numpy()
+    assert detect_convention(emb, t).matched
+    read = set(np.linspace(0, 2047, 1024).round().astype(int).tolist())  # the rows the grid search reads
+    unread = [i for i in range(2048) if i not in read]
+    emb[unread] = -emb[unread]
+    found = detect_convention(emb, t)
+    assert not found.matched and found.residual > 1.9
+
+
+def test_diff_report_names_an_output_gain():
+    scaled = Convention("concat", "sin", 0.0, 10000.0, 1.0, 128**-0.5)
+    causes = diff_report("mae", scaled, torch.arange(1000), 128).causes
+    assert causes and "a different output gain" in causes[0] and "B 0.0883883" in causes[0], causes

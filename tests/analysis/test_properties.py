@@ -206,3 +206,19 @@ def test_clear_errors():
         properties.rotation_matrix(1, 2, "ddpm")
     with pytest.raises(ValueError, match="convention must be one of"):
         properties.wavelengths(8, "vaswanii")
+
+
+def test_uniqueness_never_pairs_a_row_with_itself():
+    # 2449 rows: the last row block holds the last row alone (no pair i < j left in it)
+    u = properties.uniqueness(np.random.default_rng(0).standard_normal((2449, 8)))
+    assert u.min_distance > 0.1 and u.closest[0] < u.closest[1]
+
+
+def test_the_properties_hold_with_an_output_gain():
+    """x-transformers' ScaledSinusoidalEmbedding: the pairs are g sin, g cos with g = dim ** -0.5."""
+    scaled = Convention("concat", "sin", 0.0, 10000.0, 1.0, 128**-0.5)
+    assert properties.relative_identity_error(np.arange(50.0)[:, None], np.arange(50.0), 128, scaled) <= 1e-12
+    assert properties.bounds(np.arange(100), 128, scaled).holds
+    fast = properties.position_uniqueness(1000, 128, scaled, tol=0.5)
+    direct = properties.uniqueness(properties.embed(np.arange(1000), 128, scaled), tol=0.5)
+    assert fast.min_distance == pytest.approx(direct.min_distance) and fast.unique == direct.unique is False

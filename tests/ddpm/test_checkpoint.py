@@ -72,6 +72,24 @@ def test_garbage_and_missing_files(tmp_path):
         load_checkpoint(tmp_path / "missing.safetensors")
 
 
+@pytest.mark.parametrize(
+    "header, why",
+    [
+        (b'{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,Infinity]}}', "a tensor entry without integer"),
+        (b'{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,1e400]}}', "a tensor entry without integer"),
+        (b'{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"w":{"dtype":"I32","shape":[4],"data_offsets":[0,16]}}',
+         "the key 'w' is given twice"),
+        (b'{"__metadata__":{"a":"1","a":"2"},"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}',
+         "the key 'a' is given twice"),
+    ],
+)  # fmt: skip
+def test_a_header_with_infinite_offsets_or_a_repeated_key_is_refused_by_name(header, why, tmp_path):
+    path = tmp_path / "x.safetensors"  # JSON would keep a repeated key's last entry: another tensor, unseen
+    path.write_bytes(len(header).to_bytes(8, "little") + header + torch.arange(4.0).numpy().tobytes())
+    with pytest.raises(CheckpointError, match=f"x.safetensors: corrupt safetensors header \\({why}"):
+        load_checkpoint(path)
+
+
 def test_crash_during_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
     path = save_checkpoint(tmp_path / "c.safetensors", tensors(), META)
     before = path.read_bytes()

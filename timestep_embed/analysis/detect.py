@@ -220,7 +220,9 @@ def detect_convention(source, timesteps=None, *, tol: float = 1e-3) -> Detection
     if emb.shape[1] % 2 == 1 and np.abs(emb[:, -1]).max() > tol:
         notes.append("odd width but the last column is not zero (diffusers pads odd widths with zeros)")
     grid = _grid_search(emb, t, tol_for)
-    err, _, conv, rounding = grid[0]
+    _, _, conv, rounding = grid[0]
+    s, c = _columns(emb, conv.layout, conv.first)  # the residual on every row: the search saw at most 1024
+    err = _phase_error(s, c, _scaled(t, rounding, conv.scale), frequencies_np(2 * h, conv.freq_shift, conv.max_period))
     fitted = False
     if err > tol_for(conv):
         fit = _continuous_fit(emb, t)

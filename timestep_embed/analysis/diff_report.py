@@ -162,6 +162,9 @@ def embedding_causes(
                 va, vb = getattr(da.convention, name), getattr(db.convention, name)
                 if va != vb:
                     causes.append(f"{text}: A has {name}={va!r}, B has {name}={vb!r}")
+            ga, gb = da.convention.gain, db.convention.gain  # measured: equal within their estimates
+            if abs(ga - gb) > 1e-3 * max(abs(ga), abs(gb)):
+                causes.append(f"a different output gain (x-transformers' dim ** -0.5): A has gain={ga:.6g}, B {gb:.6g}")
             if da.rounding != db.rounding:
                 causes.append(f"timesteps rounded before the embedding: A {da.rounding}, B {db.rounding}")
             return causes

@@ -1,11 +1,11 @@
 """The theory of the sinusoidal embedding, checked on real numbers.
 
-With ``h = dim // 2``, frequencies ``w_k`` ([`frequencies_np`][timestep_embed.frequencies_np]) and
-the convention's ``scale`` s, every convention holds the pairs ``sin(s p w_k), cos(s p w_k)``, so
+With ``h = dim // 2``, frequencies ``w_k`` ([`frequencies_np`][timestep_embed.frequencies_np]), the
+convention's ``scale`` s and ``gain`` g, every convention holds the pairs ``g sin(s p w_k), g cos(s p w_k)``, so
 
-* bounds: every entry lies in [-1, 1] and ``|PE(p)| = sqrt(h)`` for every p;
-* relative position: ``PE(p) . PE(q) = sum_k cos(s (p - q) w_k)``: a function of the offset only,
-  hence ``|PE(p) - PE(q)|^2 = 4 sum_k sin^2(s (p - q) w_k / 2)`` too;
+* bounds: every entry lies in [-|g|, |g|] and ``|PE(p)| = |g| sqrt(h)`` for every p;
+* relative position: ``PE(p) . PE(q) = g^2 sum_k cos(s (p - q) w_k)``: a function of the offset only,
+  hence ``|PE(p) - PE(q)|^2 = 4 g^2 sum_k sin^2(s (p - q) w_k / 2)`` too;
 * rotation: ``PE(p + k) = M_k PE(p)`` with ``M_k`` orthogonal, independent of p, made of 2x2 blocks
   ``[[cos, sin], [-sin, cos]](s k w_j)`` acting on the (sin, cos) columns of frequency j, wherever
   the layout puts them (an odd dim's zero column is mapped to itself);
@@ -78,15 +78,16 @@ class Bounds:
     max: float
     norm_min: float
     norm_max: float
-    expected_norm: float  # sqrt(h) for a sinusoid
+    expected_norm: float  # |g| sqrt(h) for a sinusoid of gain g
+    limit: float = 1.0  # |g|: the entries' bound
 
     @property
     def holds(self) -> bool:
-        """Entries in [-1, 1] and every norm within 1e-9 of sqrt(h)."""
+        """Entries in [-|g|, |g|] and every norm within 1e-9 of |g| sqrt(h)."""
         tol = 1e-9 * max(1.0, self.expected_norm)
         return (
-            self.min >= -1
-            and self.max <= 1
+            self.min >= -self.limit * (1 + 1e-12)
+            and self.max <= self.limit * (1 + 1e-12)
             and abs(self.norm_min - self.expected_norm) <= tol
             and abs(self.norm_max - self.expected_norm) <= tol
         )
@@ -95,8 +96,9 @@ class Bounds:
 def bounds(positions, dim: int, convention: str | Convention = "adm") -> Bounds:
     """Entry range and norm range of the embedding over ``positions [...]``."""
     emb = embed(positions, dim, convention).reshape(-1, dim)
-    norms = np.linalg.norm(emb, axis=-1)
-    return Bounds(float(emb.min()), float(emb.max()), float(norms.min()), float(norms.max()), math.sqrt(dim // 2))
+    norms, gain = np.linalg.norm(emb, axis=-1), abs(resolve_convention(convention).gain)
+    expected = gain * math.sqrt(dim // 2)
+    return Bounds(float(emb.min()), float(emb.max()), float(norms.min()), float(norms.max()), expected, gain)
 
 
 # -------------------------------------------------------------------------------- uniqueness
@@ -148,6 +150,8 @@ def uniqueness(embeddings, positions=None, tol: float = 1e-3, *, max_rows: int =
         stop = min(n, start + block)
         d2 = sq[start:stop, None] + sq[None, :] - 2 * emb[start:stop] @ emb.T  # [b, n]
         d2[np.arange(n)[None, :] <= np.arange(start, stop)[:, None]] = np.inf  # pairs i < j only
+        if not np.isfinite(d2.min()):  # the last row alone: no pair left
+            continue
         i, j = np.nonzero(d2 <= d2.min() + 2 * slack)
         dist = exact(start + i, j)
         if dist.min() < best:
@@ -184,22 +188,22 @@ def position_uniqueness(
 
 # ------------------------------------------------------------------------ relative position
 def dot_by_offset(offsets, dim: int, convention: str | Convention = "adm") -> np.ndarray:
-    """``sum_k cos(s d w_k)`` for ``offsets d [...]``: the dot product of any two positions d apart."""
-    d = positions_array(offsets, "offsets")
-    return np.cos(d[..., None] * angular_frequencies(dim, resolve_convention(convention))).sum(-1)
+    """``g^2 sum_k cos(s d w_k)`` for ``offsets d [...]``: the dot product of any two positions d apart."""
+    d, conv = positions_array(offsets, "offsets"), resolve_convention(convention)
+    return conv.gain**2 * np.cos(d[..., None] * angular_frequencies(dim, conv)).sum(-1)
 
 
 def distance_by_offset(offsets, dim: int, convention: str | Convention = "adm") -> np.ndarray:
-    """``|PE(p + d) - PE(p)| = 2 sqrt(sum_k sin^2(s d w_k / 2))`` for ``offsets d [...]``, any p."""
-    d = positions_array(offsets, "offsets")
-    half_phase = 0.5 * d[..., None] * angular_frequencies(dim, resolve_convention(convention))
-    return 2.0 * np.sqrt((np.sin(half_phase) ** 2).sum(-1))
+    """``|PE(p + d) - PE(p)| = 2 |g| sqrt(sum_k sin^2(s d w_k / 2))`` for ``offsets d [...]``, any p."""
+    d, conv = positions_array(offsets, "offsets"), resolve_convention(convention)
+    half_phase = 0.5 * d[..., None] * angular_frequencies(dim, conv)
+    return 2.0 * abs(conv.gain) * np.sqrt((np.sin(half_phase) ** 2).sum(-1))
 
 
 def relative_identity(
     p, q, dim: int, convention: str | Convention = "adm", *, precision: str = "float64"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Both sides of ``PE(p) . PE(q) = sum_k cos(s (p - q) w_k)``, each ``[...]`` (p, q broadcast).
+    """Both sides of ``PE(p) . PE(q) = g^2 sum_k cos(s (p - q) w_k)``, each ``[...]`` (p, q broadcast).
 
     The left side uses embeddings at ``precision``, accumulated in float64; the right is float64.
     """
