@@ -135,7 +135,8 @@ def _evaluate(args) -> int:
 
 
 def _compare(args) -> int:
-    check_writable(Path(args.out), "--out")  # before the rows, which take a while
+    out = Path(args.out)  # writable before the rows, which take a while (made only once they are there)
+    check_writable(out if out.exists() else out.parent, "--out" if out.exists() else "--out's folder")
     rows = run_comparison(args.presets, args.dims, args.n, progress=not args.quiet)
     print(to_markdown(rows))
     print(summary(rows))
