@@ -203,9 +203,13 @@ def load_npy(path: str | os.PathLike, mmap_mode: Literal["r", "c"] | None = None
         if dtype.hasobject or claimed != size:
             why = "Python objects" if dtype.hasobject else f"{shape} {dtype} in {claimed} bytes, the file holds {size}"
             raise ValueError(f"its header describes {why}")
-        return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
     except ValueError as exc:
         raise ValueError(f"{path} is not a plain .npy array ({exc})") from None
+    if mmap_mode is None:  # read whole: an array the memory cannot hold (a sparse file) is refused by its size
+        check_memory(str(path), math.prod(shape), f"values of {dtype}", dtype.itemsize)
+    array = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+    # big-endian arrays (saved on another machine) in the native order: torch takes no other
+    return array if array.dtype.isnative or mmap_mode is not None else array.astype(array.dtype.newbyteorder("="))
 
 
 def save_figure(fig, path: str | os.PathLike, dpi: int | None = None) -> Path:

@@ -100,6 +100,9 @@ def _report(metrics: dict) -> int:
 def _sample(args) -> int:
     bf16: bool | str = {"on": True, "off": False}.get(args.bf16, "auto")
     t0 = time.perf_counter()
+    if args.out and not args.out.endswith(("/", os.sep)) and not Path(args.out).is_dir():  # a prefix: OUT.npy, OUT.png
+        for suffix in (".npy", ".png"):  # even with --overwrite: a run's scored samples are those of its metrics
+            check_not_a_run_file(Path(args.out + suffix), "--out")
     npy, png = sample_run(
         args.run, args.overrides, args.out, raw=args.raw, device=args.device or "auto", bf16=bf16,
         overwrite=args.overwrite, progress=not args.quiet,

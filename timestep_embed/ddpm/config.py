@@ -244,6 +244,11 @@ class RunConfig:
             )
         if s.steps > d.num_timesteps:
             raise ConfigError(f"sample.steps = {s.steps}: expected at most diffusion.num_timesteps = {d.num_timesteps}")
+        if self.eval.enabled and s.num_samples < 2:
+            raise ConfigError(
+                f"sample.num_samples = {s.num_samples}: the evaluation (eval.enabled) needs at least 2 samples for its "
+                "statistics; set eval.enabled=false to sample fewer"
+            )
 
     @classmethod
     def load(cls, source: str | Path | Mapping | None = DEFAULT_CONFIG, overrides: Sequence[str] = ()) -> RunConfig:
@@ -261,8 +266,9 @@ class RunConfig:
         of ``train.steps`` / ``train.minutes`` (and not the other) clears the other."""
         data = self.to_dict()
         given = apply_overrides(data, overrides)
+        train = data["train"] if isinstance(data["train"], dict) else {}  # not a mapping: from_dict names it
         for mine, other in (("steps", "minutes"), ("minutes", "steps")):
-            if data["train"].get(mine) is not None and f"train.{mine}" in given and f"train.{other}" not in given:
+            if train.get(mine) is not None and f"train.{mine}" in given and f"train.{other}" not in given:
                 data["train"][other] = None
         return from_dict(type(self), data)
 

@@ -18,10 +18,10 @@ Images come back as float32 tensors ``[N, 1, 28, 28]`` (``[N, 1, 32, 32]`` with 
 from __future__ import annotations
 
 import functools
-import gzip
 import importlib.util
 import math
 import os
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -101,10 +101,7 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
         raise DataError(f"IDX file not found: {path}")
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":  # gzip magic, whatever the suffix says
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise DataError(f"{path}: corrupt or truncated gzip stream ({exc})") from exc
+        raw = _gunzip(path, raw)
     if len(raw) < 4:
         raise DataError(f"{path}: truncated: {len(raw)} bytes, an IDX header needs at least 4")
     zero, code, ndim = raw[0:2], raw[2], raw[3]
@@ -128,6 +125,29 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
             f"the file holds {len(raw)}"
         )
     return np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def _gunzip(path: Path, raw: bytes) -> bytes:
+    """The decompressed bytes, at most what the header then claims plus one: a small file that expands to
+    gigabytes (a header of 10 images and 2 GB of zeros) stops at its header's size, not at the memory's."""
+    stream = zlib.decompressobj(wbits=31)  # gzip framing
+    try:
+        head = stream.decompress(raw, 4 + 4 * _IDX_MAX_DIMS)
+        if len(head) < 4 or head[3] > _IDX_MAX_DIMS or head[2] not in _IDX_DTYPES:
+            return head + stream.decompress(stream.unconsumed_tail, 1 << 16)  # read_idx names what is wrong
+        ndim = head[3]
+        shape = [int.from_bytes(head[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
+        claimed = 4 + 4 * ndim + math.prod(shape) * np.dtype(_IDX_DTYPES[head[2]]).itemsize
+        if claimed > 1 << 34:
+            raise DataError(f"{path}: the header claims {claimed} bytes of data; an IDX file here holds at most 16 GB")
+        data = head + stream.decompress(stream.unconsumed_tail, claimed - len(head) + 1)
+        if len(data) < claimed and not stream.eof:
+            raise DataError(f"{path}: corrupt or truncated gzip stream (it ends before its end marker)")
+        if len(data) > claimed:
+            raise DataError(f"{path}: has trailing bytes: the header claims {claimed} bytes, the gzip stream has more")
+        return data
+    except zlib.error as exc:
+        raise DataError(f"{path}: corrupt or truncated gzip stream ({exc})") from exc
 
 
 def find_idx_file(folder: str | os.PathLike, name: str) -> Path:
@@ -155,9 +175,13 @@ def _idx_pair_cached(images: Path, labels: Path, _stamp: tuple) -> tuple[np.ndar
     x, y = read_idx(images), read_idx(labels)
     if x.ndim != 3 or x.shape[1:] != (28, 28):
         raise DataError(f"{images}: expected images of shape [N, 28, 28], got {list(x.shape)}")
+    if x.dtype != np.uint8:  # MNIST's pixels are bytes; other IDX types would be cast (floats in [0, 1]: to 0)
+        raise DataError(f"{images}: expected uint8 pixels (IDX type 0x08), got {x.dtype.name}")
     if y.ndim != 1 or len(y) != len(x):
         raise DataError(f"{labels}: expected {len(x)} labels to match {images}, got shape {list(y.shape)}")
-    x, y = x.astype(np.uint8), y.astype(np.int64)
+    if y.size and not (0 <= int(y.min()) and int(y.max()) <= 9):
+        raise DataError(f"{labels}: expected digit labels 0..9, got values from {int(y.min())} to {int(y.max())}")
+    y = y.astype(np.int64)
     x.setflags(write=False)
     y.setflags(write=False)
     return x, y

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import re
 import reprlib
@@ -264,7 +265,7 @@ def _convert(value: Any, tp: Any, key: str) -> Any:
         raise fail()
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            return float(value) if not isinstance(value, int) or abs(value) < 2**1024 else math.inf  # no float holds it
         raise fail()
     if origin in (list, tuple, Sequence) or tp in (list, tuple):
         if not isinstance(value, (list, tuple)):

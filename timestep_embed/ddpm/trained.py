@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..checks import check_memory
 from ..files import check_writable, save_npy
 from ..nn import build_to_fit
 from .checkpoint import RUN_CHECKPOINT, CheckpointError, load_checkpoint, strip_prefix
@@ -56,6 +57,9 @@ def generate(model: nn.Module, cfg, rt: Runtime, progress: bool = False) -> torc
     sampler, steps and seed, in batches of ``cfg.sample.batch_size`` drawn from one generator, on
     ``rt.device`` under ``rt.autocast()``. ``cfg``: a ``RunConfig``."""
     s, m = cfg.sample, cfg.model
+    image = m.in_channels * m.image_size**2 * 4  # bytes of one float32 sample: sizes refused before the allocator
+    check_memory("sample.num_samples", s.num_samples, "samples (kept on the host)", image)
+    check_memory("sample.batch_size", min(s.batch_size, s.num_samples), "samples of a batch", image, rt.device)
     schedule = schedule_from_config(cfg.diffusion)
     gen = torch.Generator(rt.device).manual_seed(s.seed)
     was_training = model.training

@@ -85,6 +85,13 @@ class UNetConfig:
                 f"{size}x{size} {len(self.channels) - 1} times, which needs it divisible by {factor}; use fewer "
                 "levels or another unshuffle"
             )
+        attended = sorted({self.channels[-1], *(self.channels[lv] for lv in self.attention_levels)})  # mid: last
+        odd = next((c for c in attended if c % max(1, c // 32)), None)
+        if odd is not None:
+            raise ConfigError(
+                f"model.channels = {list(self.channels)}: self-attention splits {odd} channels into {odd // 32} heads "
+                f"(channels // 32), which must divide them; use a multiple of 32 there, or fewer than 64 channels"
+            )
 
 
 def _groups(channels: int) -> int:
