@@ -6,6 +6,7 @@ scoring that would fail after the training, and a sampling that would overwrite 
 from __future__ import annotations
 
 import gzip
+import math
 import struct
 
 import numpy as np
@@ -13,7 +14,8 @@ import pytest
 
 from timestep_embed.cli import main
 from timestep_embed.ddpm import ConfigError, DataError, RunConfig, UNet, run_training
-from timestep_embed.ddpm.data import load_idx_mnist, read_idx
+from timestep_embed.ddpm.data import load_idx_mnist, load_mnist, read_idx
+from timestep_embed.ddpm.evaluate import frechet_distance, score
 from timestep_embed.ddpm.runtime import Runtime
 from timestep_embed.ddpm.trained import generate
 
@@ -109,3 +111,21 @@ def test_sampling_never_replaces_a_runs_scored_samples(tmp_path, capsys):
     assert main(["sample", str(run), "sample.num_samples=2", "--out", str(run / "samples"), "--overwrite"]) == 2
     assert "the run's own samples.npy" in one_error_line(capsys)
     assert (run / "samples.npy").read_bytes() == before
+
+
+def test_arguments_of_the_wrong_type_are_named():
+    with pytest.raises(TypeError, match="pad_to_32 must be True or False, got 'no'"):
+        load_mnist(pad_to_32="no")
+    with pytest.raises(TypeError, match="time_embedder must be an nn.Module"):
+        UNet(RunConfig.load(SMOKE).model, time_embedder="abc")
+
+
+def test_one_class_scores_entropy_zero_and_equal_sets_a_distance_of_zero():
+    rng = np.random.default_rng(0)
+    for n in (50, 200, 1000):
+        feats = rng.normal(size=(n, 128)) * rng.uniform(0.1, 10, 128)
+        assert 0.0 <= frechet_distance(feats, feats) < 1e-6
+    digits, labels = load_mnist()
+    ones = digits[labels == 1][:20]
+    scored = score(RunConfig.load(SMOKE), ones.numpy(), references=False)
+    assert math.copysign(1.0, scored["entropy"]) == 1.0 or scored["entropy"] > 0  # never -0.0

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..checks import check_path
+from ..checks import check_bool, check_path
 
 SPLIT_SEED = 20240607  # fixed forever: changing it changes the built-in train/held-out split
 TRAIN_PER_CLASS = 400
@@ -212,6 +212,7 @@ def load_mnist(
         images: float32 ``[N, 1, H, W]`` in ``[-1, 1]``, H = W = 28 (32 when padded);
         labels: int64 ``[N]``.
     """
+    pad_to_32 = check_bool(pad_to_32, "pad_to_32")
     if split not in SPLITS:
         raise ValueError(f"split={split!r} is not one of {SPLITS}")
     check_path(source, "source")

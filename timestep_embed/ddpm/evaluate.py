@@ -60,7 +60,8 @@ def frechet_distance(a: torch.Tensor | np.ndarray, b: torch.Tensor | np.ndarray)
     root1 = (v * np.sqrt(np.clip(w, 0, None))) @ v.T
     middle = np.linalg.eigvalsh(root1 @ s2 @ root1)
     tr_sqrt = np.sqrt(np.clip(middle, 0, None)).sum()
-    return float(((mu1 - mu2) ** 2).sum() + np.trace(s1) + np.trace(s2) - 2 * tr_sqrt)
+    fd = float(((mu1 - mu2) ** 2).sum() + np.trace(s1) + np.trace(s2) - 2 * tr_sqrt)
+    return max(fd, 0.0)  # a distance: rounding of two equal sets can leave -1e-5
 
 
 def nearest_distances(x: torch.Tensor, reference: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
@@ -106,7 +107,7 @@ def _scores(prefix: str, logits: torch.Tensor, feats: torch.Tensor, ref_feats: t
     return {
         f"{prefix}fd": frechet_distance(feats, ref_feats),
         f"{prefix}confidence": probs.max(1).values.mean().item(),
-        f"{prefix}entropy": -(p * p.log()).sum().item(),
+        f"{prefix}entropy": 0.0 - float((p * p.log()).sum()),  # 0.0 - x: one class gives 0.0, not -0.0
         f"{prefix}class_histogram": hist.long().tolist(),
     }
 

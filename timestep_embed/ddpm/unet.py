@@ -211,6 +211,9 @@ class UNet(nn.Module):
     def __init__(self, config: UNetConfig | None = None, time_embedder: nn.Module | None = None):
         super().__init__()
         self.config = config = config if config is not None else UNetConfig()
+        if time_embedder is not None and not isinstance(time_embedder, nn.Module):
+            what = type(time_embedder).__name__
+            raise TypeError(f"time_embedder must be an nn.Module t [B] -> [B, emb_dim], got {what}")
         self.custom_time_embedder = time_embedder is not None
         self.time_embedder = time_embedder if time_embedder is not None else build_time_embedder(config)
         ch, emb, r = config.channels, config.emb_dim, config.unshuffle
