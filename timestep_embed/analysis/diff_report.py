@@ -162,7 +162,7 @@ def embedding_causes(
                 va, vb = getattr(da.convention, name), getattr(db.convention, name)
                 if va != vb:
                     causes.append(f"{text}: A has {name}={va!r}, B has {name}={vb!r}")
-            ga, gb = da.convention.gain, db.convention.gain  # measured: equal within their estimates
+            ga, gb = (getattr(d.convention, "gain", 1.0) for d in (da, db))  # measured: equal within their estimates
             if abs(ga - gb) > 1e-3 * max(abs(ga), abs(gb)):
                 causes.append(f"a different output gain (x-transformers' dim ** -0.5): A has gain={ga:.6g}, B {gb:.6g}")
             if da.rounding != db.rounding:
