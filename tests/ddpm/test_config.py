@@ -185,6 +185,9 @@ def test_a_key_written_twice_is_refused(tmp_path):
     path.write_text("train: {steps: 1, steps: 2}\n")
     with pytest.raises(ConfigError, match="'steps' appears twice"):
         load_config(path, Run)
+    path.write_text("train:\n  ? [a, b]\n  : 1\n")  # a list as a key (unhashable: was a bare TypeError)
+    with pytest.raises(ConfigError, match="the key on line 2 is a list, not a name"):
+        load_config(path, Run)
 
 
 def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):

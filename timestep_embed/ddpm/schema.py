@@ -96,6 +96,9 @@ def _yaml_loader():
             seen = set()
             for key_node, _ in node.value:
                 key = self.construct_object(key_node, deep=deep)
+                if not isinstance(key, (str, int, float, bool)) and key is not None:  # `? [a, b]`: a list as a key
+                    line = key_node.start_mark.line + 1
+                    raise ConfigError(f"the key on line {line} is a {type(key).__name__}, not a name: keys are words")
                 if key in seen:
                     line = key_node.start_mark.line + 1
                     raise ConfigError(f"the key {key!r} appears twice in one mapping (line {line}); write it once")
