@@ -230,7 +230,7 @@ def check_timesteps(
         bad = t.detach()[~torch.isfinite(t.detach())].flatten()[:3].tolist()
         raise ValueError(f"timesteps must be finite, got non-finite values such as {bad}")
     largest, scale = max(abs(low), abs(high)), abs(convention.scale)
-    in_input_dtype = scale_in_input_dtype and t.is_floating_point() and scale != 1
+    in_input_dtype = scale_in_input_dtype and t.is_floating_point() and convention.scale != 1  # as the core decides
     if in_input_dtype:
         if largest * scale > float_max(t.dtype):
             raise ValueError(

@@ -110,7 +110,7 @@ def frequencies_np(dim: int, freq_shift: float = 0.0, max_period: float = 10000.
     conv = Convention(freq_shift=freq_shift, max_period=max_period)  # checks both
     check_options(dim, conv, torch.float64, precise=True)
     half = dim // 2
-    check_memory("dim", half, "float64 frequencies", 8)
+    check_memory(f"dim={dim}", half, "float64 frequencies (dim // 2)", 8)
     return np.exp(-math.log(conv.max_period) * np.arange(half, dtype=np.float64) / (half - conv.freq_shift))
 
 

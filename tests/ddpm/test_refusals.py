@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from timestep_embed.cli import main
-from timestep_embed.ddpm import ConfigError, DataError, RunConfig, UNet, run_training
+from timestep_embed.ddpm import ConfigError, DataError, RunConfig, UNet, run_training, sample_run
 from timestep_embed.ddpm.data import load_idx_mnist, load_mnist, read_idx
 from timestep_embed.ddpm.evaluate import frechet_distance, score
 from timestep_embed.ddpm.runtime import Runtime
@@ -36,7 +36,7 @@ def one_error_line(capsys) -> str:
         ("train=5", "train = 5: expected a mapping for TrainConfig"),
         ("train=null", "train = None: expected a mapping for TrainConfig"),
         ("train.lr=1" + "0" * 400, "train.lr = inf: expected > 0"),
-        ("sample.num_samples=1", "needs at least 2 samples"),
+        (f"train.lr={2**1024 - 1}", "train.lr = inf: expected > 0"),  # just below 2**1024: no float holds it either
     ],
 )
 def test_a_config_mistake_is_one_line_before_anything_runs(override, message, capsys):
@@ -44,7 +44,7 @@ def test_a_config_mistake_is_one_line_before_anything_runs(override, message, ca
         RunConfig.load(SMOKE, [override])
     assert main(["train", "--config", "smoke", "--print-config", override]) == 2
     assert message in one_error_line(capsys)
-    RunConfig.load(SMOKE, ["model.channels=[16,96]", "sample.num_samples=1", "eval.enabled=false"])  # these fit
+    RunConfig.load(SMOKE, ["model.channels=[16,96]", "sample.num_samples=1"])  # these fit
 
 
 @pytest.mark.parametrize(
@@ -103,6 +103,15 @@ def test_a_data_folder_without_the_held_out_digits_fails_before_training(tmp_pat
     assert not (tmp_path / "run").exists()  # nothing trained, nothing written
 
 
+def test_one_sample_trains_only_without_evaluation_and_samples_any_time(tmp_path):
+    with pytest.raises(ConfigError, match="sample.num_samples = 1: the run's evaluation needs at least 2 samples"):
+        run_training(SMOKE, tmp_path / "scored", overrides=fast("eval.enabled=true", "sample.num_samples=1"))
+    assert not (tmp_path / "scored").exists()  # refused before the training, not after it
+    run_training(SMOKE, tmp_path / "run", overrides=fast("sample.num_samples=1", "sample.batch_size=1"), progress=False)
+    npy, _ = sample_run(tmp_path / "run", ["sample.num_samples=1"], tmp_path / "one", progress=False)
+    assert np.load(npy).shape == (1, 1, 28, 28)
+
+
 def test_sampling_never_replaces_a_runs_scored_samples(tmp_path, capsys):
     run = tmp_path / "run"
     run_training(SMOKE, run, overrides=fast(), progress=False)
@@ -110,6 +119,8 @@ def test_sampling_never_replaces_a_runs_scored_samples(tmp_path, capsys):
     capsys.readouterr()
     assert main(["sample", str(run), "sample.num_samples=2", "--out", str(run / "samples"), "--overwrite"]) == 2
     assert "the run's own samples.npy" in one_error_line(capsys)
+    with pytest.raises(ValueError, match="the run's own samples.npy"):  # the library call too
+        sample_run(run, ["sample.num_samples=2"], run / "samples", overwrite=True, progress=False)
     assert (run / "samples.npy").read_bytes() == before
 
 

@@ -165,3 +165,12 @@ def test_a_nan_weight_gives_strict_json_with_nulls_and_a_count():
     stages = json.loads(text, parse_constant=refuse)["stages"]
     embedding = next(s for s in stages if s["kind"] == "time embedding")
     assert embedding["nonfinite"] > 0 and "nonfinite" not in stages[0]
+
+
+def test_huge_finite_values_give_their_rms_in_strict_json():
+    model = TimestepEmbedder(16, 8).double().eval()
+    with torch.no_grad():
+        model.time_embedding.linear_2.weight.fill_(1e200)  # squares overflow float64; the values do not
+    stages = json.loads(trace_time_path(model, torch.tensor([1.0, 500.0], dtype=torch.float64)).to_json())["stages"]
+    embedding = next(s for s in stages if s["kind"] == "time embedding")
+    assert 1e199 < embedding["rms"] < 1e203 and "nonfinite" not in embedding

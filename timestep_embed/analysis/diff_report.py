@@ -157,12 +157,12 @@ def embedding_causes(
     db: Detection | None = None
     if len(np.unique(t)) >= MIN_TIMESTEPS:
         da, db = detect_convention(a, t, tol=detect_tol), detect_convention(b, t, tol=detect_tol)
-        if da.matched and db.matched:
+        if da.matched and db.matched and da.convention is not None and db.convention is not None:
             for name, text in _FIELD_CAUSES.items():
                 va, vb = getattr(da.convention, name), getattr(db.convention, name)
                 if va != vb:
                     causes.append(f"{text}: A has {name}={va!r}, B has {name}={vb!r}")
-            ga, gb = (getattr(d.convention, "gain", 1.0) for d in (da, db))  # measured: equal within their estimates
+            ga, gb = da.convention.gain, db.convention.gain  # measured: equal within their estimates
             if abs(ga - gb) > 1e-3 * max(abs(ga), abs(gb)):
                 causes.append(f"a different output gain (x-transformers' dim ** -0.5): A has gain={ga:.6g}, B {gb:.6g}")
             if da.rounding != db.rounding:

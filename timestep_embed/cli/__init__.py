@@ -39,8 +39,7 @@ from ..ddpm import (
     sample_run,
     score,
 )
-from ..ddpm.config import run_config
-from ..ddpm.runfolder import check_not_a_run_file
+from ..ddpm.config import check_not_a_run_file, run_config
 from ..ddpm.runtime import launch
 from ..ddpm.schema import dump_yaml
 from ..files import atomic_write_bytes, check_writable, load_npy
@@ -100,9 +99,6 @@ def _report(metrics: dict) -> int:
 def _sample(args) -> int:
     bf16: bool | str = {"on": True, "off": False}.get(args.bf16, "auto")
     t0 = time.perf_counter()
-    if args.out and not args.out.endswith(("/", os.sep)) and not Path(args.out).is_dir():  # a prefix: OUT.npy, OUT.png
-        for suffix in (".npy", ".png"):  # even with --overwrite: a run's scored samples are those of its metrics
-            check_not_a_run_file(Path(args.out + suffix), "--out")
     npy, png = sample_run(
         args.run, args.overrides, args.out, raw=args.raw, device=args.device or "auto", bf16=bf16,
         overwrite=args.overwrite, progress=not args.quiet,
@@ -138,8 +134,8 @@ def _evaluate(args) -> int:
 
 
 def _compare(args) -> int:
-    out = Path(args.out)  # writable before the rows, which take a while (made only once they are there)
-    check_writable(out if out.exists() else out.parent, "--out" if out.exists() else "--out's folder")
+    # writable before the rows, which take a while: its nearest existing folder, so that nothing is made yet
+    check_writable(next(p for p in (Path(args.out), *Path(args.out).absolute().parents) if p.exists()), "--out")
     rows = run_comparison(args.presets, args.dims, args.n, progress=not args.quiet)
     print(to_markdown(rows))
     print(summary(rows))

@@ -54,6 +54,9 @@ __all__ = [
     "DEFAULT_CONFIG",
     "shipped_configs",
     "describe_keys",
+    "RUN_FILES",
+    "is_run",
+    "check_not_a_run_file",
     "run_config",
     "stored_config",
 ]
@@ -244,11 +247,6 @@ class RunConfig:
             )
         if s.steps > d.num_timesteps:
             raise ConfigError(f"sample.steps = {s.steps}: expected at most diffusion.num_timesteps = {d.num_timesteps}")
-        if self.eval.enabled and s.num_samples < 2:
-            raise ConfigError(
-                f"sample.num_samples = {s.num_samples}: the evaluation (eval.enabled) needs at least 2 samples for its "
-                "statistics; set eval.enabled=false to sample fewer"
-            )
 
     @classmethod
     def load(cls, source: str | Path | Mapping | None = DEFAULT_CONFIG, overrides: Sequence[str] = ()) -> RunConfig:
@@ -360,3 +358,28 @@ def describe_keys(section: type = RunConfig, prefix: str = "") -> str:
 
     walk(section, prefix)
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ a run's own files
+RUN_FILES = ("config.yaml", RUN_CHECKPOINT, "log.jsonl", "loss_curve.png", "samples.npy", "samples.png", "metrics.json")
+
+
+def is_run(out: Path) -> bool:
+    """Whether ``out`` holds a run of this package: a config.yaml that is a run config, or a checkpoint
+    whose metadata holds one."""
+    try:
+        if (out / "config.yaml").is_file() and stored_config(out / "config.yaml"):
+            return True
+    except ConfigError:
+        pass
+    try:
+        return (out / RUN_CHECKPOINT).is_file() and "config" in read_metadata(out / RUN_CHECKPOINT)
+    except CheckpointError:
+        return False
+
+
+def check_not_a_run_file(path: Path, what: str) -> None:
+    """ValueError when ``path`` is one of the files of the run in its folder (a run's folder is written
+    only by its training, with --resume or --overwrite)."""
+    if path.name in RUN_FILES and is_run(path.parent):
+        raise ValueError(f"{what} {path}: the run's own {path.name}, which its training wrote; name another file")

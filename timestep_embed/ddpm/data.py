@@ -18,7 +18,9 @@ Images come back as float32 tensors ``[N, 1, 28, 28]`` (``[N, 1, 32, 32]`` with 
 from __future__ import annotations
 
 import functools
+import gzip
 import importlib.util
+import io
 import math
 import os
 import zlib
@@ -128,26 +130,26 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
 
 
 def _gunzip(path: Path, raw: bytes) -> bytes:
-    """The decompressed bytes, at most what the header then claims plus one: a small file that expands to
-    gigabytes (a header of 10 images and 2 GB of zeros) stops at its header's size, not at the memory's."""
-    stream = zlib.decompressobj(wbits=31)  # gzip framing
+    """The decompressed bytes, read as a stream up to what the IDX header claims plus one: a small file that expands
+    to gigabytes (a header of 10 images, then 2 GB of zeros) stops at its header's size, not at the memory's.
+    ``gzip`` checks every member's CRC and end marker, several members included."""
     try:
-        head = stream.decompress(raw, 4 + 4 * _IDX_MAX_DIMS)
-        if len(head) < 4 or head[3] > _IDX_MAX_DIMS or head[2] not in _IDX_DTYPES:
-            return head + stream.decompress(stream.unconsumed_tail, 1 << 16)  # read_idx names what is wrong
-        ndim = head[3]
-        shape = [int.from_bytes(head[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
-        claimed = 4 + 4 * ndim + math.prod(shape) * np.dtype(_IDX_DTYPES[head[2]]).itemsize
-        if claimed > 1 << 34:
-            raise DataError(f"{path}: the header claims {claimed} bytes of data; an IDX file here holds at most 16 GB")
-        data = head + stream.decompress(stream.unconsumed_tail, claimed - len(head) + 1)
-        if len(data) < claimed and not stream.eof:
-            raise DataError(f"{path}: corrupt or truncated gzip stream (it ends before its end marker)")
-        if len(data) > claimed:
-            raise DataError(f"{path}: has trailing bytes: the header claims {claimed} bytes, the gzip stream has more")
-        return data
-    except zlib.error as exc:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as stream:
+            head = stream.read(4)
+            ndim = head[3] if len(head) == 4 and head[2] in _IDX_DTYPES else 0
+            if not 1 <= ndim <= _IDX_MAX_DIMS:
+                return head + stream.read(1 << 16)  # read_idx names what is wrong with this header
+            head += stream.read(4 * ndim)
+            shape = [int.from_bytes(head[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
+            claimed = 4 + 4 * ndim + math.prod(shape) * np.dtype(_IDX_DTYPES[head[2]]).itemsize
+            if claimed > 1 << 34:
+                raise DataError(f"{path}: the header claims {claimed} bytes; an IDX file here holds at most 16 GB")
+            data = head + stream.read(claimed - len(head) + 1)  # >= 1 byte asked: one past the claim shows more
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
         raise DataError(f"{path}: corrupt or truncated gzip stream ({exc})") from exc
+    if len(data) > claimed:
+        raise DataError(f"{path}: has trailing bytes: the header claims {claimed} bytes, the gzip stream has more")
+    return data
 
 
 def find_idx_file(folder: str | os.PathLike, name: str) -> Path:

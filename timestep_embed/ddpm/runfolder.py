@@ -34,8 +34,16 @@ from pathlib import Path
 import torch
 
 from ..files import check_writable, hold, load_npy, remove_stale_temp_files
-from .checkpoint import RUN_CHECKPOINT, CheckpointError, read_metadata
-from .config import DEFAULT_CONFIG, RunConfig, TrainConfig, run_config, stored_config
+from .checkpoint import RUN_CHECKPOINT
+from .config import (
+    DEFAULT_CONFIG,
+    RUN_FILES,
+    RunConfig,
+    TrainConfig,
+    is_run,
+    run_config,
+    stored_config,
+)
 from .schema import ConfigError
 
 __all__ = [
@@ -53,7 +61,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 LOCK = ".lock"
 ASIDE = ".overwritten.tmp"  # an --overwrite's previous run, until the new run has trained a step
-RUN_FILES = ("config.yaml", RUN_CHECKPOINT, "log.jsonl", "loss_curve.png", "samples.npy", "samples.png", "metrics.json")
 # What a resume may change: how long the run trains, how it is watched, where it runs, how it is sampled
 # and scored. Anything else would continue training another model than the checkpoint's.
 RESUMABLE_TRAIN = ("minutes", "steps", "log_every", "checkpoint_minutes", "snapshot_every", "threads", "tensorboard")
@@ -64,27 +71,6 @@ def _flat(data, prefix: str = "") -> dict:
     if not isinstance(data, dict):
         return {prefix[:-1]: data}
     return {k: v for key, value in data.items() for k, v in _flat(value, f"{prefix}{key}.").items()}
-
-
-def _is_run(out: Path) -> bool:
-    """Whether ``out`` holds a run of this package: a config.yaml that is a run config, or a checkpoint
-    whose metadata holds one."""
-    try:
-        if (out / "config.yaml").is_file() and stored_config(out / "config.yaml"):
-            return True
-    except ConfigError:
-        pass
-    try:
-        return (out / RUN_CHECKPOINT).is_file() and "config" in read_metadata(out / RUN_CHECKPOINT)
-    except CheckpointError:
-        return False
-
-
-def check_not_a_run_file(path: Path, what: str) -> None:
-    """ValueError when ``path`` is one of the files of the run in its folder (a run's folder is written
-    only by its training, with --resume or --overwrite)."""
-    if path.name in RUN_FILES and _is_run(path.parent):
-        raise ValueError(f"{what} {path}: the run's own {path.name}, which its training wrote; name another file")
 
 
 def check_run_folder(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> None:
@@ -98,7 +84,7 @@ def check_run_folder(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool
             f"out_dir = {str(out)!r} is the current folder, which --overwrite would clear: name a run folder"
         )
     held = [n for n in RUN_FILES if (out / n).exists()]
-    if held and not _is_run(out):
+    if held and not is_run(out):
         raise FileExistsError(
             f"{out} holds {', '.join(held)} but no run of timestep-embed: choose another --out-dir "
             "(neither --resume nor --overwrite touches files a run did not write)"

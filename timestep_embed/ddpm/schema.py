@@ -268,7 +268,10 @@ def _convert(value: Any, tp: Any, key: str) -> Any:
         raise fail()
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value) if not isinstance(value, int) or abs(value) < 2**1024 else math.inf  # no float holds it
+            try:
+                return float(value)
+            except OverflowError:  # an int beyond every float: as 1e400 reads
+                return math.inf if value > 0 else -math.inf
         raise fail()
     if origin in (list, tuple, Sequence) or tp in (list, tuple):
         if not isinstance(value, (list, tuple)):

@@ -268,8 +268,13 @@ def run_training(
         raise ValueError("out_dir = '': expected a folder for the run (e.g. runs/x)")
     out, start = Path(out_dir if out_dir is not None else cfg.train.out_dir), time.time()
     check_fits(load_mnist(cfg.data.source, "train", cfg.data.pad_to_32)[0], cfg.model)  # fails before any write
-    if cfg.eval.enabled:  # the held-out digits the scores need, found now, not after the training
-        load_mnist(cfg.data.source, "heldout", cfg.data.pad_to_32)
+    if cfg.eval.enabled:  # what the scores need, found now, not after the training
+        if cfg.sample.num_samples < 2:
+            raise ConfigError(
+                f"sample.num_samples = {cfg.sample.num_samples}: the run's evaluation needs at least 2 samples for "
+                "its statistics; set eval.enabled=false to sample fewer"
+            )
+        load_mnist(cfg.data.source, "heldout", cfg.data.pad_to_32)  # the held-out digits
     rt = setup(cfg.train.device, cfg.train.bf16, cfg.train.threads)
     try:
         if cfg.train.batch_size % rt.world_size:

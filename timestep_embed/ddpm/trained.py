@@ -21,7 +21,7 @@ from ..checks import check_memory
 from ..files import check_writable, save_npy
 from ..nn import build_to_fit
 from .checkpoint import RUN_CHECKPOINT, CheckpointError, load_checkpoint, strip_prefix
-from .config import RunConfig, run_config
+from .config import RunConfig, check_not_a_run_file, run_config
 from .diffusion import schedule_from_config
 from .runlog import save_samples_png
 from .runtime import Runtime
@@ -159,6 +159,8 @@ def sample_run(
     else:
         prefix = Path(out)
     npy, png = prefix.parent / (prefix.name + ".npy"), prefix.parent / (prefix.name + ".png")
+    for path in (npy, png):  # even with --overwrite: a run's scored samples stay those its metrics are of
+        check_not_a_run_file(path, "--out")
     existing = [p for p in (npy, png) if p.exists()]
     if existing and not overwrite:
         raise FileExistsError(f"{existing[0]} exists: pass --overwrite to replace it, or choose another --out")

@@ -86,12 +86,18 @@ class UNetConfig:
                 "levels or another unshuffle"
             )
         attended = sorted({self.channels[-1], *(self.channels[lv] for lv in self.attention_levels)})  # mid: last
-        odd = next((c for c in attended if c % max(1, c // 32)), None)
+        odd = next((c for c in attended if c % attention_heads(c)), None)
         if odd is not None:
             raise ConfigError(
-                f"model.channels = {list(self.channels)}: self-attention splits {odd} channels into {odd // 32} heads "
-                f"(channels // 32), which must divide them; use a multiple of 32 there, or fewer than 64 channels"
+                f"model.channels = {list(self.channels)}: self-attention splits {odd} channels into "
+                f"{attention_heads(odd)} heads (channels // 32), which must divide them; use a multiple of 32 there, "
+                "or fewer than 64 channels"
             )
+
+
+def attention_heads(channels: int, head_dim: int = 32) -> int:
+    """The heads an `AttentionBlock` of ``channels`` splits into: ``channels // head_dim``, at least 1."""
+    return max(1, channels // head_dim)
 
 
 def _groups(channels: int) -> int:
@@ -153,7 +159,7 @@ class AttentionBlock(nn.Module):
 
     def __init__(self, channels: int, head_dim: int = 32):
         super().__init__()
-        self.heads = max(1, channels // head_dim)
+        self.heads = attention_heads(channels, head_dim)
         self.norm = nn.GroupNorm(_groups(channels), channels)
         self.qkv = nn.Conv2d(channels, 3 * channels, 1)
         self.proj = nn.Conv2d(channels, channels, 1)

@@ -34,7 +34,7 @@ _HALF = (torch.float16, torch.bfloat16)  # the finer first
 
 def embedding_stage_causes(a: Stage, b: Stage, ref: TimePathTrace, cand: TimePathTrace, ref_port, cand_port):
     x, y = a.value.detach().double().cpu(), b.value.detach().double().cpu()
-    opaque = next((side for side, t in (("reference", ref), ("candidate", cand)) if _records_nothing(t)), None)
+    opaque = next((side for side, t in (("reference", ref), ("candidate", cand)) if t.opaque), None)
     if opaque is not None:
         return [
             f"the {opaque}'s modules record no stage (its sinusoid and MLP are inline code, not diffusers' modules "
@@ -53,10 +53,6 @@ def embedding_stage_causes(a: Stage, b: Stage, ref: TimePathTrace, cand: TimePat
     return [
         "the time path agrees (within float32 rounding) up to the blocks: the difference lies elsewhere in the model"
     ]
-
-
-def _records_nothing(trace: TimePathTrace) -> bool:
-    return {s.kind for s in trace.stages} <= {"timestep", "output"}
 
 
 def _input(trace: TimePathTrace, stage: Stage) -> Stage | None:

@@ -45,8 +45,10 @@ class Stage:
             finite = x[x.isfinite()]
             if finite.numel() < x.numel():
                 out["nonfinite"] = x.numel() - finite.numel()
-            if finite.numel():
-                out.update(min=float(finite.min()), max=float(finite.max()), rms=float(finite.pow(2).mean().sqrt()))
+            if finite.numel():  # the rms scaled by the largest value: squares of 1e200 would overflow
+                top = float(finite.abs().max()) or 1.0
+                rms = top * float((finite / top).pow(2).mean().sqrt())
+                out.update(min=float(finite.min()), max=float(finite.max()), rms=rms)
         return out
 
 

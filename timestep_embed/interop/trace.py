@@ -46,6 +46,11 @@ class TimePathTrace:
     stages: list[Stage]
     flags: list[str]
 
+    @property
+    def opaque(self) -> bool:
+        """Whether its modules recorded nothing: only the timestep and the output (an inline sinusoid and MLP)."""
+        return {s.kind for s in self.stages} <= {"timestep", "output"}
+
     def find(self, kind: str, label: str = "timestep") -> list[Stage]:
         """The stages of ``kind`` carrying ``label``, in call order."""
         return [s for s in self.stages if s.kind == kind and s.label == label]

@@ -132,8 +132,8 @@ def _aligned(ref: TimePathTrace, cand: TimePathTrace):
     output equal to it."""
     ka, kb = _keyed(ref), _keyed(cand)
     out = ("output", "timestep", 0)
-    for mine, other, trace in ((kb, ka, ref), (ka, kb, cand)):
-        if out in mine and out not in other and trace.stages and {k[0] for k in mine} == {"timestep", "output"}:
+    for mine, other, trace, own in ((kb, ka, ref, cand), (ka, kb, cand, ref)):
+        if out in mine and out not in other and trace.stages and own.opaque:
             other[out] = trace.stages[-1]
     return ka, kb
 
