@@ -211,7 +211,7 @@ def verify_port(
         candidate_timestep_arg or timestep_arg,
         "candidate",
     )
-    diffs, parted, key = _judge(ref, cand, tol, skip_timestep=own)
+    diffs, parted, pair = _judge(ref, cand, tol, skip_timestep=own)
     if all(d.kind == "timestep" for d in diffs):
         kinds = [sorted({s.kind for s in t.stages}) for t in (ref, cand)]
         raise ValueError(
@@ -222,9 +222,8 @@ def verify_port(
     causes: list[str] = []
     if parted is not None and parted.missing:
         causes = missing_cause(parted, ref, cand)
-    elif parted is not None and key is not None:
-        ka, kb = _aligned(ref, cand)
-        causes = cause_of(ka[key], kb[key], ref, cand, reference, candidate)
+    elif parted is not None and pair is not None:
+        causes = cause_of(pair[0], pair[1], ref, cand, reference, candidate)
     return PortVerdict(parted, causes, diffs, tol, ref, cand)
 
 
@@ -233,12 +232,13 @@ def _whole_model(trace: TimePathTrace) -> bool:
 
 
 def _judge(ref: TimePathTrace, cand: TimePathTrace, tol: float, skip_timestep: bool):
-    """``(every aligned stage, the first that differs or None, its key)``, in the reference's order."""
+    """``(every aligned stage, the first that differs or None, its two stages (reference, candidate) or None where
+    one side lacks it)``, in the reference's order."""
     ka, kb = _aligned(ref, cand)
     labels_a, labels_b = {k[1] for k in ka}, {k[1] for k in kb}
     diffs: list[StageDiff] = []
     seen: dict[tuple[str, str, int], StageDiff] = {}
-    parted: tuple[StageDiff, tuple | None] | None = None
+    parted: tuple[StageDiff, tuple[Stage, Stage] | None] | None = None
     for key, a in ka.items():
         if key not in kb:
             # a label the candidate lacks altogether matters only where its blocks would have received it
@@ -256,7 +256,7 @@ def _judge(ref: TimePathTrace, cand: TimePathTrace, tol: float, skip_timestep: b
         diffs.append(d)
         seen[key] = d
         if parted is None and differs:
-            parted = (d, key)
+            parted = (d, (a, kb[key]))
     if parted is None and _whole_model(ref):
         extra = next((b for k, b in kb.items() if k[1] not in labels_a), None)
         if extra is not None:
