@@ -102,54 +102,43 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     if not path.is_file():
         raise DataError(f"IDX file not found: {path}")
     raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":  # gzip magic, whatever the suffix says
-        raw = _gunzip(path, raw)
-    if len(raw) < 4:
-        raise DataError(f"{path}: truncated: {len(raw)} bytes, an IDX header needs at least 4")
-    zero, code, ndim = raw[0:2], raw[2], raw[3]
-    if zero != b"\x00\x00" or code not in _IDX_DTYPES or not 1 <= ndim <= _IDX_MAX_DIMS:
-        magic = int.from_bytes(raw[:4], "big")
-        raise DataError(
-            f"{path}: bad IDX magic number 0x{magic:08X}; expected 0x0000TTDD with type TT in "
-            f"{{{', '.join(f'0x{c:02X}' for c in _IDX_DTYPES)}}} and DD = 1..{_IDX_MAX_DIMS} dimensions "
-            "(MNIST images: 0x00000803, labels: 0x00000801)"
-        )
-    header = 4 + 4 * ndim
-    if len(raw) < header:
-        raise DataError(f"{path}: truncated header: {len(raw)} bytes, need {header} for {ndim} dimensions")
-    shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
-    dtype = np.dtype(_IDX_DTYPES[code])
-    expected = header + math.prod(shape) * dtype.itemsize  # Python ints: no overflow
-    if len(raw) != expected:
-        what = "truncated" if len(raw) < expected else "has trailing bytes"
-        raise DataError(
-            f"{path}: {what}: header says shape {shape} of {dtype.name} = {expected} bytes in all, "
-            f"the file holds {len(raw)}"
-        )
-    return np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
-
-
-def _gunzip(path: Path, raw: bytes) -> bytes:
-    """The decompressed bytes, read as a stream up to what the IDX header claims plus one: a small file that expands
-    to gigabytes (a header of 10 images, then 2 GB of zeros) stops at its header's size, not at the memory's.
-    ``gzip`` checks every member's CRC and end marker, several members included."""
+    zipped = raw[:2] == b"\x1f\x8b"  # gzip magic, whatever the suffix says
     try:
-        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as stream:
-            head = stream.read(4)
-            ndim = head[3] if len(head) == 4 and head[2] in _IDX_DTYPES else 0
-            if not 1 <= ndim <= _IDX_MAX_DIMS:
-                return head + stream.read(1 << 16)  # read_idx names what is wrong with this header
-            head += stream.read(4 * ndim)
-            shape = [int.from_bytes(head[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
-            claimed = 4 + 4 * ndim + math.prod(shape) * np.dtype(_IDX_DTYPES[head[2]]).itemsize
-            if claimed > 1 << 34:
-                raise DataError(f"{path}: the header claims {claimed} bytes; an IDX file here holds at most 16 GB")
-            data = head + stream.read(claimed - len(head) + 1)  # >= 1 byte asked: one past the claim shows more
+        # Read as a stream up to what the header claims plus one byte: a small gzip file that expands to gigabytes (a
+        # header of 10 images, then 2 GB of zeros) stops there. gzip checks each member's CRC and end marker.
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) if zipped else io.BytesIO(raw) as stream:
+            data = stream.read(4)
+            if len(data) < 4:
+                raise DataError(f"{path}: truncated: {len(data)} bytes, an IDX header needs at least 4")
+            zero, code, ndim = data[0:2], data[2], data[3]
+            if zero != b"\x00\x00" or code not in _IDX_DTYPES or not 1 <= ndim <= _IDX_MAX_DIMS:
+                magic = int.from_bytes(data[:4], "big")
+                raise DataError(
+                    f"{path}: bad IDX magic number 0x{magic:08X}; expected 0x0000TTDD with type TT in "
+                    f"{{{', '.join(f'0x{c:02X}' for c in _IDX_DTYPES)}}} and DD = 1..{_IDX_MAX_DIMS} dimensions "
+                    "(MNIST images: 0x00000803, labels: 0x00000801)"
+                )
+            header = 4 + 4 * ndim
+            data += stream.read(header - 4)
+            if len(data) < header:
+                raise DataError(f"{path}: truncated header: {len(data)} bytes, need {header} for {ndim} dimensions")
+            shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+            dtype = np.dtype(_IDX_DTYPES[code])
+            expected = header + math.prod(shape) * dtype.itemsize  # Python ints: no overflow
+            if zipped and expected > 1 << 34:
+                raise DataError(f"{path}: the header claims {expected} bytes; an IDX file here holds at most 16 GB")
+            data += stream.read(expected - header + 1) if zipped else stream.read()  # one past the claim: more
     except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
         raise DataError(f"{path}: corrupt or truncated gzip stream ({exc})") from exc
-    if len(data) > claimed:
-        raise DataError(f"{path}: has trailing bytes: the header claims {claimed} bytes, the gzip stream has more")
-    return data
+    if zipped and len(data) > expected:  # the stream was read up to the claim only
+        raise DataError(f"{path}: has trailing bytes: the header claims {expected} bytes, the gzip stream has more")
+    if len(data) != expected:
+        what = "truncated" if len(data) < expected else "has trailing bytes"
+        raise DataError(
+            f"{path}: {what}: header says shape {shape} of {dtype.name} = {expected} bytes in all, "
+            f"the file holds {len(data)}"
+        )
+    return np.frombuffer(data, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
 
 
 def find_idx_file(folder: str | os.PathLike, name: str) -> Path:
