@@ -24,7 +24,7 @@ from .conventions import Convention
 __all__ = [
     "TimestepsLike", "LowPrecisionTimestepWarning", "float_max", "check_dim", "check_options", "options_bound",
     "graph_mode", "cacheable", "host_values", "VALUE_CHECKS", "set_value_checks", "value_checks", "reads_values",
-    "as_tensor", "value_range", "check_timesteps", "warn_half_on_device",
+    "as_tensor", "value_range", "scales_in_input_dtype", "check_timesteps", "warn_half_on_device",
 ]  # fmt: skip
 
 # What every function and module of the package accepts as timesteps: a tensor of any shape, a numpy
@@ -206,6 +206,13 @@ def value_range(flat: torch.Tensor) -> tuple[float, float, bool | None]:
     return low_, high_, whole == 1
 
 
+def scales_in_input_dtype(asked: bool, t: torch.Tensor, convention: Convention) -> bool:
+    """Whether ``scale * t`` is formed in ``t``'s dtype: ``scale_in_input_dtype`` was asked, ``t`` is floating and
+    the scale is not 1 (an integer ``t`` or a scale of 1 leaves nothing to round). The core and its guard decide
+    by this one rule."""
+    return asked and t.is_floating_point() and convention.scale != 1
+
+
 def check_timesteps(
     t: torch.Tensor,
     convention: Convention,
@@ -230,7 +237,7 @@ def check_timesteps(
         bad = t.detach()[~torch.isfinite(t.detach())].flatten()[:3].tolist()
         raise ValueError(f"timesteps must be finite, got non-finite values such as {bad}")
     largest, scale = max(abs(low), abs(high)), abs(convention.scale)
-    in_input_dtype = scale_in_input_dtype and t.is_floating_point() and convention.scale != 1  # as the core decides
+    in_input_dtype = scales_in_input_dtype(scale_in_input_dtype, t, convention)
     if in_input_dtype:
         if largest * scale > float_max(t.dtype):
             raise ValueError(

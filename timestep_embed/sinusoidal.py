@@ -57,6 +57,7 @@ from .guards import (
     graph_mode,
     host_values,
     options_bound,
+    scales_in_input_dtype,
     value_checks,
     warn_half_on_device,
 )
@@ -263,7 +264,7 @@ def sinusoidal_embedding(
     precise = check_bool(precise, "precise") or dtype == torch.float64
     pad_odd, in_input_dtype = check_bool(pad_odd, "pad_odd"), check_bool(scale_in_input_dtype, "scale_in_input_dtype")
     t, value_range = as_tensor(timesteps, device), None
-    eager, in_input_dtype = not graph_mode(t), in_input_dtype and t.is_floating_point() and conv.scale != 1
+    eager, in_input_dtype = not graph_mode(t), scales_in_input_dtype(in_input_dtype, t, conv)
     if not eager:  # no lru_cache under dynamo (torch 2.2's cannot trace one)
         check_options(dim, conv, dtype, precise)
     else:

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from ..families import TimestepContract, contract_for, get_contract
-from ..guards import TimestepsLike, as_tensor
+from ..guards import TimestepsLike, as_tensor, scales_in_input_dtype
 from ..nn import FourierEmbedding, SinusoidalEmbedding, TimestepMLP
 from .flags import flag_stages
 from .precision import schedule_precision
@@ -161,7 +161,7 @@ def phase_of(module: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, float]:
     """``(phase, frequency)`` of a sinusoid module's input ``x`` (see [`Stage`][timestep_embed.interop.Stage])."""
     if isinstance(module, SinusoidalEmbedding):
         c = module.convention
-        if module.scale_in_input_dtype and x.is_floating_point():
+        if scales_in_input_dtype(module.scale_in_input_dtype, x, c):
             phase = (c.scale * x).double()  # the product formed in x's dtype, as the module forms it
         else:
             phase = x.double() * c.scale
