@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from timestep_embed.ddpm import load_mnist, run_config
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -118,6 +120,36 @@ def test_ema_lengths_smoke(tmp_path, in_process):
     assert code == 2 and "--gammas" in err and "Traceback" not in err
     code, err = in_process("ema_lengths", "--set", "eval.enabled=false")
     assert code == 2 and "eval.enabled" in err and "Traceback" not in err
+
+
+def test_memorisation_trains_on_the_subset_it_names_and_scores_copies(tmp_path, in_process):
+    cmd = [sys.executable, str(ROOT / "scripts" / "memorisation.py"), "--config", "smoke", "--per-class", "2",
+           "--steps", "2", "--seeds", "0", "--rows", "model.dropout=0", "model.dropout=0.3",
+           "--out", str(tmp_path / "mem")]  # fmt: skip
+    env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache")}
+    result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.count("trained in") == 2
+    # the IDX folder: two training digits of each class, all of them built-in training digits; the held-out 1000
+    train_x, train_y = load_mnist(tmp_path / "mem" / "data_2", "train")
+    assert train_y.bincount().tolist() == [2] * 10
+    builtin_x, _ = load_mnist("builtin", "train")
+    assert all((builtin_x == x).flatten(1).all(1).any() for x in train_x)
+    assert torch.equal(load_mnist(tmp_path / "mem" / "data_2", "heldout")[0], load_mnist("builtin", "heldout")[0])
+    report = json.loads((tmp_path / "mem" / "memorisation.json").read_text())
+    assert [r["row"] for r in report["rows"]] == ["model.dropout=0", "model.dropout=0.3"] and report["real_fd"] > 0
+    for row in report["rows"]:
+        (seed,) = row["seeds"]
+        assert 0 <= seed["copies"] <= 1 and seed["heldout_copies"] == pytest.approx(0.01, abs=0.002)
+        assert run_config(row["run"]).data.source == str(tmp_path / "mem" / "data_2")
+    assert "| `model.dropout=0.3` |" in (tmp_path / "mem" / "memorisation.md").read_text()
+    again = subprocess.run(cmd[:-4] + ["model.dropout=0.3", "--out", str(tmp_path / "mem")], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert again.returncode == 0 and "trained in" not in again.stderr  # the finished run is reused
+    code, err = in_process("memorisation", "--per-class", "401")
+    assert code == 2 and "--per-class 401" in err and "Traceback" not in err
+    code, err = in_process("memorisation", "--rows", "model.dropout=2")
+    assert code == 2 and "model.dropout" in err and "Traceback" not in err
 
 
 def test_sampler_table_smoke(tmp_path, in_process):

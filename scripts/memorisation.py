@@ -1,0 +1,116 @@
+#!/usr/bin/env python
+"""Memorisation on a small training set: the UNet trained on K digits a class for a fixed number of steps, one
+run per row of overrides, each scored by the shipped evaluator beside the copy check.
+
+    python scripts/memorisation.py --per-class 40 --steps 4000 --rows model.dropout=0 model.dropout=0.3
+
+The K digits a class are the first K of that class in the built-in training split. They are written with the
+built-in 1000 held-out digits as an IDX folder (OUT/data) that ``data.source`` names, so the training sees only
+them. FD is the shipped evaluator's against the held-out digits (the same numbers as a run on the built-in data),
+"x real" divides it by the FD of the K * 10 training digits themselves; ``copies`` is the share of samples nearer
+(L2 in pixels) to one of those training digits than 99% of the held-out digits are (docs/ddpm.md), and ``nearest
+ratio`` the samples' median nearest-training distance over the held-out digits'. Every row trains the same steps
+from the same seed, so the machine's load cannot pick the winner. A row whose folder holds a finished run of the
+same config reuses it, so an interrupted table resumes. Writes OUT/memorisation.json and OUT/memorisation.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from _common import add_config_args, command_line, fail, load_config, markdown_table, write_json
+
+from timestep_embed.ddpm import Runtime, evaluate_samples, generate, load_mnist, load_model, run_config, run_training
+from timestep_embed.ddpm.data import TRAIN_PER_CLASS, crop_to_28
+from timestep_embed.ddpm.evaluate import copy_scores, nearest_distances
+from timestep_embed.files import atomic_write_bytes
+
+ROWS = ["model.dropout=0", "model.dropout=0.3"]
+
+
+def idx_bytes(array: np.ndarray) -> bytes:
+    """``array`` (uint8, 1 to 3 dims) as an IDX file: magic 0x0000 08 NDIM, big-endian sizes, the bytes."""
+    header = bytes([0, 0, 8, array.ndim]) + b"".join(int(n).to_bytes(4, "big") for n in array.shape)
+    return header + np.ascontiguousarray(array, dtype=np.uint8).tobytes()
+
+
+def write_subset(folder: Path, per_class: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first ``per_class`` training digits of each class and all held-out digits as IDX files in ``folder``
+    (train-* and t10k-*); returns (training digits, held-out digits), float32 [N, 1, 28, 28] in [-1, 1]."""
+    x, y = load_mnist("builtin", "train")
+    keep = torch.cat([torch.nonzero(y == c).flatten()[:per_class] for c in range(10)]).sort().values
+    held_x, held_y = load_mnist("builtin", "heldout")
+    for prefix, images, labels in (("train", x[keep], y[keep]), ("t10k", held_x, held_y)):
+        pixels = ((images[:, 0] + 1) * 127.5).round().clamp(0, 255).to(torch.uint8).numpy()  # the stored bytes
+        atomic_write_bytes(folder / f"{prefix}-images-idx3-ubyte", idx_bytes(pixels))
+        atomic_write_bytes(folder / f"{prefix}-labels-idx1-ubyte", idx_bytes(labels.numpy().astype(np.uint8)))
+    return x[keep], held_x
+
+
+def slug(row: str) -> str:
+    """A folder name for a row of overrides."""
+    return re.sub(r"[^A-Za-z0-9.=_-]+", "_", row).replace("=", "-")[:80] or "base"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--per-class", type=int, default=40, help=f"training digits a class, 1..{TRAIN_PER_CLASS}")
+    parser.add_argument("--steps", type=int, default=4000, help="training steps of every row")
+    parser.add_argument("--rows", nargs="+", default=ROWS, metavar="KEY=VALUE[,KEY=VALUE]")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="sampling seeds scored per row")
+    add_config_args(parser, out="runs/memorisation")
+    args = parser.parse_args(argv)
+    if not 1 <= args.per_class <= TRAIN_PER_CLASS:
+        fail(f"--per-class {args.per_class}: expected 1..{TRAIN_PER_CLASS} (the built-in training digits a class)")
+    if args.steps < 1:
+        fail(f"--steps {args.steps}: expected a positive number of training steps")
+    data = args.out / f"data_{args.per_class}"
+    fixed = [f"data.source={data}", "train.minutes=null", f"train.steps={args.steps}", "train.snapshot_every=0",
+             "eval.enabled=false"]  # fmt: skip
+    configs = {row: load_config(args, [*fixed, *row.split(",")]) for row in args.rows}  # every row checked first
+    train_x, held_x = write_subset(data, args.per_class)
+    held = nearest_distances(held_x, train_x)  # the held-out digits' nearest-training distances
+    real_fd = evaluate_samples(train_x, references=False)["fd"]  # the shipped evaluator (built-in held-out digits)
+    results = []
+    for row, cfg in configs.items():
+        run = args.out / f"k{args.per_class}_s{args.steps}_{slug(row)}"
+        if not ((run / "metrics.json").is_file() and run_config(run) == cfg):  # a finished run of this very config
+            t0 = time.time()
+            run_training(cfg, run, overwrite=True, progress=False)
+            print(f"{row}: trained in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+        rt = Runtime.create(bf16=cfg.train.bf16)
+        model, run_cfg = load_model(run, ema=True, device=rt.device)
+        seeds = []
+        for seed in args.seeds:
+            x = crop_to_28(generate(model, run_cfg.replace("sample", seed=seed), rt))
+            scores = evaluate_samples(x, references=False)
+            seeds.append({"seed": seed, "fd": scores["fd"], "confidence": scores["confidence"],
+                          **copy_scores(x, train_x, held)})  # fmt: skip
+        results.append({"row": row, "run": str(run), "seeds": seeds})
+    write_json(args.out / "memorisation.json", {"per_class": args.per_class, "steps": args.steps,
+                                                "real_fd": real_fd, "rows": results})  # fmt: skip
+    digits, batch = 10 * args.per_class, next(iter(configs.values())).train.batch_size
+    header = ["overrides", "FD (x real)", "FD at seeds", "confidence", "copies (held-out 1%)", "nearest ratio"]
+    rows = []
+    for r in results:
+        mean = {k: statistics.fmean(s[k] for s in r["seeds"]) for k in ("fd", "confidence", "copies", "nearest_ratio")}
+        rows.append([f"`{r['row']}`", f"{mean['fd']:.2f} ({mean['fd'] / real_fd:.2f}x)",
+                     " / ".join(f"{s['fd']:.2f}" for s in r["seeds"]), f"{mean['confidence']:.3f}",
+                     f"{100 * mean['copies']:.2f}%", f"{mean['nearest_ratio']:.2f}"])  # fmt: skip
+    text = (f"`{command_line()}`\n\n{digits} training digits, {args.steps} steps of {batch} "
+            f"({args.steps * batch / digits:.0f} epochs); real FD of those digits: {real_fd:.2f}\n\n"
+            f"{markdown_table(header, rows)}\n")  # fmt: skip
+    atomic_write_bytes(args.out / "memorisation.md", text.encode())
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
