@@ -364,7 +364,8 @@ DISTILL_DEFAULTS = (
     "sample.last_sigma=0.5",
     "sample.noise_scale=0.9",
 )
-SETTABLE = ("train.", "sample.", "eval.", "consistency.")
+# The student is the teacher's UNet: its weights, data and diffusion stay; dropout (no weights) is the tuning's own.
+SETTABLE = ("train.", "sample.", "eval.", "consistency.", "model.dropout=")
 
 
 def distill_config(teacher: RunConfig, overrides: Sequence[str] = ()) -> RunConfig:
@@ -374,7 +375,7 @@ def distill_config(teacher: RunConfig, overrides: Sequence[str] = ()) -> RunConf
     if fixed:
         raise ConfigError(
             f"{fixed[0]!r}: a distillation keeps the teacher's model, data and diffusion; it takes "
-            f"overrides of {', '.join(k + '*' for k in SETTABLE)}"
+            f"overrides of {', '.join(k + '*' for k in SETTABLE[:-1])} and model.dropout"
         )
     if teacher.diffusion.prediction == "flow":
         raise ConfigError("diffusion.prediction = 'flow': distill tunes eps- and v-prediction runs only")
