@@ -11,7 +11,8 @@ them. FD is the shipped evaluator's against the held-out digits (the same number
 (L2 in pixels) to one of those training digits than 99% of the held-out digits are (docs/ddpm.md), and ``nearest
 ratio`` the samples' median nearest-training distance over the held-out digits'. Every row trains the same steps
 from the same seed, so the machine's load cannot pick the winner. A row whose folder holds a finished run of the
-same config reuses it, so an interrupted table resumes. Writes OUT/memorisation.json and OUT/memorisation.md.
+same config reuses it, so an interrupted table resumes. Writes OUT/memorisation.json, OUT/memorisation.md and, in
+each row's run folder, nearest.png (the first samples over their nearest training digits).
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from _common import add_config_args, command_line, fail, load_config, markdown_t
 from timestep_embed.ddpm import Runtime, evaluate_samples, generate, load_mnist, load_model, run_config, run_training
 from timestep_embed.ddpm.data import TRAIN_PER_CLASS, crop_to_28
 from timestep_embed.ddpm.evaluate import copy_scores, nearest_distances
+from timestep_embed.ddpm.runlog import save_samples_png
 from timestep_embed.files import atomic_write_bytes
 
 ROWS = ["model.dropout=0", "model.dropout=0.3"]
+PICTURED = 12  # samples in RUN/nearest.png, each over its nearest training digit
 
 
 def idx_bytes(array: np.ndarray) -> bytes:
@@ -93,6 +96,12 @@ def main(argv=None) -> int:
             scores = evaluate_samples(x, references=False)
             seeds.append({"seed": seed, "fd": scores["fd"], "confidence": scores["confidence"],
                           **copy_scores(x, train_x, held)})  # fmt: skip
+            if seed == args.seeds[0]:  # a picture of the first sampling: samples over their nearest training digits
+                first = x[:PICTURED]
+                nearest = train_x[torch.cdist(first.flatten(1), train_x.flatten(1)).argmin(1)]
+                caption = (f"{row}, {10 * args.per_class} training digits: samples (top), the nearest training "
+                           f"digit of each (bottom); copies {100 * seeds[-1]['copies']:.1f}%")  # fmt: skip
+                save_samples_png(torch.cat([first, nearest]), run / "nearest.png", nrow=len(first), caption=caption)
         results.append({"row": row, "run": str(run), "seeds": seeds})
     write_json(args.out / "memorisation.json", {"per_class": args.per_class, "steps": args.steps,
                                                 "real_fd": real_fd, "rows": results})  # fmt: skip

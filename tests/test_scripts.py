@@ -142,6 +142,7 @@ def test_memorisation_trains_on_the_subset_it_names_and_scores_copies(tmp_path, 
         (seed,) = row["seeds"]
         assert 0 <= seed["copies"] <= 1 and seed["heldout_copies"] == pytest.approx(0.01, abs=0.002)
         assert run_config(row["run"]).data.source == str(tmp_path / "mem" / "data_2")
+        assert (Path(row["run"]) / "nearest.png").stat().st_size > 1000
     assert "| `model.dropout=0.3` |" in (tmp_path / "mem" / "memorisation.md").read_text()
     again = subprocess.run(cmd[:-4] + ["model.dropout=0.3", "--out", str(tmp_path / "mem")], cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=300)  # fmt: skip
