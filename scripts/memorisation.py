@@ -5,19 +5,21 @@ run per row of overrides, each scored by the shipped evaluator beside the copy c
     python scripts/memorisation.py --per-class 40 --steps 4000 --rows model.dropout=0 model.dropout=0.3
 
 The K digits a class are the first K of that class in the built-in training split. They are written with the
-built-in 1000 held-out digits as an IDX folder (OUT/data) that ``data.source`` names, so the training sees only
-them. FD is the shipped evaluator's against the held-out digits (the same numbers as a run on the built-in data),
-"x real" divides it by the FD of the K * 10 training digits themselves; ``copies`` is the share of samples nearer
-(L2 in pixels) to one of those training digits than 99% of the held-out digits are (docs/ddpm.md), and ``nearest
-ratio`` the samples' median nearest-training distance over the held-out digits'. Every row trains the same steps
-from the same seed, so the machine's load cannot pick the winner. A row whose folder holds a finished run of the
-same config reuses it, so an interrupted table resumes. Writes OUT/memorisation.json, OUT/memorisation.md and, in
-each row's run folder, nearest.png (the first samples over their nearest training digits).
+built-in 1000 held-out digits as an IDX folder (OUT/data_K) that ``data.source`` names, so the training sees only
+them. FD is the shipped evaluator's against the held-out digits (the same numbers as a run on the built-in data);
+the real FD is that of the training digits themselves (as many as the samples, at most K * 10). ``copies`` is the
+share of samples nearer (L2 in pixels) to one of those training digits than 99% of the held-out digits are
+(docs/ddpm.md), ``nearest ratio`` the samples' median nearest-training distance over the held-out digits'. Every
+row trains the same steps from the same seed, so the machine's load cannot pick the winner. A row whose folder
+holds a finished run of the same config reuses it, so an interrupted table resumes. Writes OUT/memorisation.json,
+OUT/memorisation.md and, in each row's run folder, nearest.png (the first samples over their nearest training
+digits).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 import statistics
 import sys
@@ -28,13 +30,23 @@ import numpy as np
 import torch
 from _common import add_config_args, command_line, fail, load_config, markdown_table, write_json
 
-from timestep_embed.ddpm import Runtime, evaluate_samples, generate, load_mnist, load_model, run_config, run_training
+from timestep_embed.ddpm import (
+    ConfigError,
+    Runtime,
+    evaluate_samples,
+    generate,
+    load_mnist,
+    load_model,
+    run_config,
+    run_training,
+)
 from timestep_embed.ddpm.data import TRAIN_PER_CLASS, crop_to_28
 from timestep_embed.ddpm.evaluate import copy_scores, nearest_distances
 from timestep_embed.ddpm.runlog import save_samples_png
 from timestep_embed.files import atomic_write_bytes
 
 ROWS = ["model.dropout=0", "model.dropout=0.3"]
+OWN_KEYS = ("data.source", "train.minutes", "train.steps", "eval.enabled")
 PICTURED = 12  # samples in RUN/nearest.png, each over its nearest training digit
 
 
@@ -58,8 +70,15 @@ def write_subset(folder: Path, per_class: int) -> tuple[torch.Tensor, torch.Tens
 
 
 def slug(row: str) -> str:
-    """A folder name for a row of overrides."""
-    return re.sub(r"[^A-Za-z0-9.=_-]+", "_", row).replace("=", "-")[:80] or "base"
+    """A folder name for a row of overrides: the row itself, or its start and a hash of it when it is long."""
+    name = re.sub(r"[^A-Za-z0-9.=_-]+", "_", row).replace("=", "-") or "base"
+    return name if len(name) <= 80 else f"{name[:70]}_{hashlib.sha256(row.encode()).hexdigest()[:9]}"
+
+
+def split_row(row: str) -> list[str]:
+    """``KEY=VALUE[,KEY=VALUE]`` -> the overrides; a comma splits only before a ``key=`` (``model.channels=[64,128]``
+    is one override)."""
+    return re.split(r",(?=\s*[A-Za-z_][\w.]*=)", row)
 
 
 def main(argv=None) -> int:
@@ -74,13 +93,25 @@ def main(argv=None) -> int:
         fail(f"--per-class {args.per_class}: expected 1..{TRAIN_PER_CLASS} (the built-in training digits a class)")
     if args.steps < 1:
         fail(f"--steps {args.steps}: expected a positive number of training steps")
+    if args.out.exists() and not args.out.is_dir():
+        fail(f"--out {str(args.out)!r} is a file: name a folder")
+    for given in (*args.set, *(o for row in args.rows for o in split_row(row))):
+        if given.strip().startswith(OWN_KEYS):
+            fail(f"{given!r}: the script sets {', '.join(OWN_KEYS)} itself (--per-class, --steps)")
     data = args.out / f"data_{args.per_class}"
-    fixed = [f"data.source={data}", "train.minutes=null", f"train.steps={args.steps}", "train.snapshot_every=0",
-             "eval.enabled=false"]  # fmt: skip
-    configs = {row: load_config(args, [*fixed, *row.split(",")]) for row in args.rows}  # every row checked first
+    fixed = ["train.minutes=null", f"train.steps={args.steps}", "train.snapshot_every=0", "eval.enabled=false"]
+    configs = {row: load_config(args, [*fixed, *split_row(row)]).replace("data", source=str(data)) for row in args.rows}
+    for seed in args.seeds:  # checked before any training
+        try:
+            next(iter(configs.values())).replace("sample", seed=seed)
+        except ConfigError as err:
+            fail(f"--seeds {seed}: {err}")
     train_x, held_x = write_subset(data, args.per_class)
     held = nearest_distances(held_x, train_x)  # the held-out digits' nearest-training distances
-    real_fd = evaluate_samples(train_x, references=False)["fd"]  # the shipped evaluator (built-in held-out digits)
+    # the real FD at the samples' count, at most the K * 10 training digits (as a run's "real" row)
+    n = min(len(train_x), next(iter(configs.values())).sample.num_samples)
+    real = train_x[torch.randperm(len(train_x), generator=torch.Generator().manual_seed(1234))[:n]]
+    real_fd = evaluate_samples(real, references=False)["fd"]  # the shipped evaluator (built-in held-out digits)
     results = []
     for row, cfg in configs.items():
         run = args.out / f"k{args.per_class}_s{args.steps}_{slug(row)}"
@@ -104,17 +135,17 @@ def main(argv=None) -> int:
                 save_samples_png(torch.cat([first, nearest]), run / "nearest.png", nrow=len(first), caption=caption)
         results.append({"row": row, "run": str(run), "seeds": seeds})
     write_json(args.out / "memorisation.json", {"per_class": args.per_class, "steps": args.steps,
-                                                "real_fd": real_fd, "rows": results})  # fmt: skip
+                                                "real_fd": real_fd, "real_num": n, "rows": results})  # fmt: skip
     digits, batch = 10 * args.per_class, next(iter(configs.values())).train.batch_size
-    header = ["overrides", "FD (x real)", "FD at seeds", "confidence", "copies (held-out 1%)", "nearest ratio"]
+    header = ["overrides", "FD", "FD at seeds", "confidence", "copies (held-out 1%)", "nearest ratio"]
     rows = []
     for r in results:
         mean = {k: statistics.fmean(s[k] for s in r["seeds"]) for k in ("fd", "confidence", "copies", "nearest_ratio")}
-        rows.append([f"`{r['row']}`", f"{mean['fd']:.2f} ({mean['fd'] / real_fd:.2f}x)",
+        rows.append([f"`{r['row']}`", f"{mean['fd']:.2f}",
                      " / ".join(f"{s['fd']:.2f}" for s in r["seeds"]), f"{mean['confidence']:.3f}",
                      f"{100 * mean['copies']:.2f}%", f"{mean['nearest_ratio']:.2f}"])  # fmt: skip
     text = (f"`{command_line()}`\n\n{digits} training digits, {args.steps} steps of {batch} "
-            f"({args.steps * batch / digits:.0f} epochs); real FD of those digits: {real_fd:.2f}\n\n"
+            f"({args.steps * batch / digits:.0f} epochs); FD of {n} of those digits (real): {real_fd:.2f}\n\n"
             f"{markdown_table(header, rows)}\n")  # fmt: skip
     atomic_write_bytes(args.out / "memorisation.md", text.encode())
     print(text)

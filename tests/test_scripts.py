@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from timestep_embed.ddpm import load_mnist, run_config
+from timestep_embed.ddpm.evaluate import nearest_distances
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -123,34 +124,56 @@ def test_ema_lengths_smoke(tmp_path, in_process):
 
 
 def test_memorisation_trains_on_the_subset_it_names_and_scores_copies(tmp_path, in_process):
+    out = tmp_path / "m #1: x"  # a folder name YAML would misread as an override value
     cmd = [sys.executable, str(ROOT / "scripts" / "memorisation.py"), "--config", "smoke", "--per-class", "2",
-           "--steps", "2", "--seeds", "0", "--rows", "model.dropout=0", "model.dropout=0.3",
-           "--out", str(tmp_path / "mem")]  # fmt: skip
+           "--steps", "2", "--seeds", "0", "--rows", "model.dropout=0", "model.dropout=0.3,model.channels=[8,16]",
+           "--out", str(out)]  # fmt: skip
     env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache")}
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr.count("trained in") == 2
-    # the IDX folder: two training digits of each class, all of them built-in training digits; the held-out 1000
-    train_x, train_y = load_mnist(tmp_path / "mem" / "data_2", "train")
-    assert train_y.bincount().tolist() == [2] * 10
-    builtin_x, _ = load_mnist("builtin", "train")
-    assert all((builtin_x == x).flatten(1).all(1).any() for x in train_x)
-    assert torch.equal(load_mnist(tmp_path / "mem" / "data_2", "heldout")[0], load_mnist("builtin", "heldout")[0])
-    report = json.loads((tmp_path / "mem" / "memorisation.json").read_text())
-    assert [r["row"] for r in report["rows"]] == ["model.dropout=0", "model.dropout=0.3"] and report["real_fd"] > 0
-    for row in report["rows"]:
+    # the IDX folder: the first two training digits of each class, in the split's order; the held-out 1000
+    subset, train_y = load_mnist(out / "data_2", "train")
+    builtin_x, builtin_y = load_mnist("builtin", "train")
+    first = torch.cat([torch.nonzero(builtin_y == c).flatten()[:2] for c in range(10)]).sort().values
+    assert torch.equal(subset, builtin_x[first]) and torch.equal(train_y, builtin_y[first])
+    held = load_mnist("builtin", "heldout")[0]
+    assert torch.equal(load_mnist(out / "data_2", "heldout")[0], held)
+    report = json.loads((out / "memorisation.json").read_text())
+    assert [r["row"] for r in report["rows"]] == ["model.dropout=0", "model.dropout=0.3,model.channels=[8,16]"]
+    assert report["real_num"] == 20 and report["real_fd"] > 0  # the smoke config's 20 samples, 20 digits
+    threshold = float(torch.quantile(nearest_distances(held, subset), 0.01))  # against the subset, not all 4000
+    for row, channels in zip(report["rows"], ([16, 32], [8, 16]), strict=True):
         (seed,) = row["seeds"]
-        assert 0 <= seed["copies"] <= 1 and seed["heldout_copies"] == pytest.approx(0.01, abs=0.002)
-        assert run_config(row["run"]).data.source == str(tmp_path / "mem" / "data_2")
+        assert 0 <= seed["copies"] <= 1 and seed["copy_distance"] == pytest.approx(threshold, rel=1e-9)
+        cfg = run_config(row["run"])
+        assert cfg.data.source == str(out / "data_2") and list(cfg.model.channels) == channels
         assert (Path(row["run"]) / "nearest.png").stat().st_size > 1000
-    assert "| `model.dropout=0.3` |" in (tmp_path / "mem" / "memorisation.md").read_text()
-    again = subprocess.run(cmd[:-4] + ["model.dropout=0.3", "--out", str(tmp_path / "mem")], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert again.returncode == 0 and "trained in" not in again.stderr  # the finished run is reused
-    code, err = in_process("memorisation", "--per-class", "401")
-    assert code == 2 and "--per-class 401" in err and "Traceback" not in err
-    code, err = in_process("memorisation", "--rows", "model.dropout=2")
-    assert code == 2 and "model.dropout" in err and "Traceback" not in err
+    assert "| `model.dropout=0.3,model.channels=[8,16]` |" in (out / "memorisation.md").read_text()
+    again = subprocess.run([*cmd[:-4], "model.dropout=0", "--out", str(out), "--set", "sample.steps=3"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert again.returncode == 0 and "trained in" in again.stderr  # another config: trained again
+    again = subprocess.run([*cmd[:-4], "model.dropout=0", "--out", str(out), "--set", "sample.steps=3"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert again.returncode == 0 and "trained in" not in again.stderr  # the same config: the finished run reused
+    for argv, named in [(["--per-class", "401"], "--per-class 401"), (["--rows", "model.dropout=2"], "model.dropout"),
+                        (["--seeds", "-1"], "--seeds -1"), (["--set", "train.steps=3"], "sets data.source"),
+                        (["--out", str(out / "memorisation.json")], "is a file")]:  # fmt: skip
+        code, err = in_process("memorisation", "--out", str(tmp_path / "refused"), *argv)
+        assert code == 2 and named in err and "Traceback" not in err, (argv, err)
+    assert not (tmp_path / "refused").exists()  # refused before writing anything
+
+
+def test_memorisation_names_each_row_its_own_folder(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    spec = importlib.util.spec_from_file_location("memorisation_script", ROOT / "scripts" / "memorisation.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    long = "train.lr=0.001,train.warmup_steps=5,train.weight_decay=0.0001,train.grad_clip=1.0,model.dropout=0.{}"
+    names = {script.slug(long.format(k)) for k in range(5)} | {script.slug("model.dropout=0.3")}
+    assert len(names) == 6 and all(len(n) <= 80 for n in names)
+    assert script.split_row("model.channels=[64,128], model.dropout=0.3") == ["model.channels=[64,128]",
+                                                                             " model.dropout=0.3"]  # fmt: skip
 
 
 def test_sampler_table_smoke(tmp_path, in_process):
