@@ -346,7 +346,12 @@ def test_the_gpu_config_asks_for_cuda_by_name_and_writes_nothing_without_it(tmp_
 
 def test_the_gpu_config_is_the_run_the_docs_describe():
     cfg = RunConfig.load("mnist-gpu")
-    assert (cfg.model.channels, cfg.model.num_res_blocks, cfg.train.batch_size) == ((64, 128), 2, 512)
+    assert (cfg.model.channels, cfg.model.num_res_blocks, cfg.model.dropout, cfg.train.batch_size) == (
+        (64, 128),
+        2,
+        0.3,
+        512,
+    )
     assert (cfg.train.minutes, cfg.train.device, cfg.sample.num_samples, cfg.eval.samplings) == (3, "cuda", 10000, 3)
 
 
