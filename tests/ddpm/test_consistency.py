@@ -197,7 +197,9 @@ def test_config_rules():
     for change in ("model.emb_dim=8", "model.dropout_rate=0.1", "diffusion.schedule=linear"):
         with pytest.raises(ConfigError, match="keeps the teacher's model.*consistency.\\* and model.dropout"):
             distill_config(teacher, [change])
-    assert teacher.model.dropout == 0 and distill_config(teacher, ["model.dropout=0.2"]).model.dropout == 0.2
+    with_dropout = teacher.with_overrides(["model.dropout=0.3"])  # the tuning runs without dropout unless told
+    assert distill_config(with_dropout).model.dropout == 0
+    assert distill_config(with_dropout, ["model.dropout=0.2"]).model.dropout == 0.2
     cfg = distill_config(teacher, ["train.steps=7", "consistency.method=cd"])
     assert cfg.train.steps == 7 and cfg.train.minutes is None and cfg.consistency.method == "cd"
     assert cfg.sample.sampler == "consistency" and cfg.sample.steps == 4

@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         "tune a trained run into a few-step generator (consistency tuning or distillation), then sample and "
         "evaluate it",
         "overrides: train.* (the budget, default 6 minutes, and the optimizer), sample.*, eval.* (see train --help), "
-        "model.dropout (the teacher's unless given), and the objective (key = default):\n"
+        "model.dropout (default 0), and the objective (key = default):\n"
         + describe_keys(ConsistencyConfig, "consistency."),
     )
     p.add_argument("run", metavar="RUN", help="the trained run: a run folder, its checkpoint or an exported folder")
