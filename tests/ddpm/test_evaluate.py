@@ -214,6 +214,10 @@ def test_the_copy_check_tells_training_digits_from_unseen_ones():
     assert unseen["nearest_ratio"] == 1.0
     noisy = evaluate.copy_scores((train[:300] + 0.05 * torch.randn(300, 1, 28, 28)).clamp(-1, 1), train, distances)
     assert noisy["copies"] > 0.9  # a copy under a little noise is still a copy
+    report = {"num_samples": 300, "fd": 1.0, "confidence": 0.9, "entropy": 2.3, "classifier_accuracy": 0.98,
+              "heldout_num": 1000}  # fmt: skip
+    assert "draws training digits back" in evaluate.format_report({**report, **copied})
+    assert "draws training digits back" not in evaluate.format_report({**report, **unseen})
 
 
 def test_nearest_distances_match_a_brute_force_search():
