@@ -210,6 +210,18 @@ def test_from_state_dict_reads_the_original_releases(name, caplog):
         torch.testing.assert_close(ours, theirs, rtol=0, atol=float(32 * 2**-24 * max(1.0, phase)))
 
 
+@pytest.mark.parametrize("name", list(ORIGINALS))
+def test_to_layout_writes_back_the_original_keys_shapes_and_values(name):
+    """``to_layout`` of what ``from_state_dict`` read gives the release's own time-path tensors back (k-diffusion's
+    Fourier weight as its [n, 1] buffer, not [n])."""
+    state = ORIGINALS[name][0]
+    match = find_time_paths(state)
+    back = to_layout(TimestepEmbedder.from_state_dict(state).state_dict(), match.layout.name, prefix=match.prefix)
+    assert back and set(back) <= set(state), sorted(set(back) - set(state))
+    for key, value in back.items():
+        assert value.shape == state[key].shape and torch.equal(value, state[key]), key
+
+
 def test_other_mlps_are_named_and_loaded_on_request(caplog):
     state = ORIGINALS["SDXL (generative-models)"][0]
     with caplog.at_level("INFO", logger="timestep_embed"):

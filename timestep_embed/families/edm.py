@@ -75,8 +75,8 @@ K_DIFFUSION_V1 = Family(
     layouts=(Layout("k_diffusion", (MLPKeys("timestep", "mapping.", SEQUENTIAL),),
                     "crowsonkb/k-diffusion: k_diffusion/models/image_v1.py, k_diffusion/layers.py",
                     markers=("timestep_embed.weight",), convention=None,
-                    fourier=("timestep_embed.weight", {"first": "cos", "fold_2pi": True}), act="gelu", post_act="gelu",
-                    time_input="quarter_log"),))
+                    fourier=("timestep_embed.weight", {"first": "cos", "fold_2pi": True}), fourier_column=True,
+                    act="gelu", post_act="gelu", time_input="quarter_log"),))
 # fmt: on
 
 FAMILIES = (EDM, EDM_VP, EDM_VE, K_DIFFUSION_COMPVIS, K_DIFFUSION_V1)

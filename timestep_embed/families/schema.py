@@ -77,7 +77,8 @@ class Layout:
     as ``in_model_dtype``), else the scale multiplies the float32 phase (diffusers' ``Timesteps``).
     ``time_input``: what the model does to its timestep before the sinusoid (k-diffusion: ``ln(sigma) / 4``).
     ``fourier``: the Fourier weights' key and the [`FourierEmbedding`][timestep_embed.FourierEmbedding]
-    options instead of a sinusoid. ``auto=False``: picked only when the family or the layout is named
+    options instead of a sinusoid; ``fourier_column``: that weight is stored ``[n, 1]`` (k-diffusion's
+    ``FourierFeatures(1, width)``), not ``[n]``. ``auto=False``: picked only when the family or the layout is named
     (its keys are a generic layout's). ``parent``: the layout whose keys these extend (the one with more
     markers wins); ``twins``: layouts with the very same keys (a state dict alone cannot tell them
     apart). ``classes``: diffusers classes whose folder names this layout (their keys are another's)."""
@@ -95,6 +96,7 @@ class Layout:
     scale_first: bool | None = None
     precise: bool = False
     fourier: tuple[str, dict] | None = field(default=None, compare=False)
+    fourier_column: bool = False
     act: str = "silu"
     post_act: str | None = None
     time_input: str = "identity"

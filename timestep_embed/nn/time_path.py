@@ -337,6 +337,8 @@ def to_layout(state_dict: Mapping[str, torch.Tensor], layout: str, prefix: str =
         for ours, their in pairs:
             if key.startswith(ours):
                 out[prefix + their + key[len(ours) :]] = value
-        if key == "time_proj.weight":
-            out[prefix + (lay.fourier[0] if lay.fourier else "time_proj.weight")] = value
+        if key == "time_proj.weight":  # k-diffusion keeps FourierFeatures' weight as [n, in_features = 1]
+            out[prefix + (lay.fourier[0] if lay.fourier else "time_proj.weight")] = (
+                value.reshape(-1, 1) if lay.fourier_column else value
+            )
     return out
