@@ -222,6 +222,17 @@ def test_to_layout_writes_back_the_original_keys_shapes_and_values(name):
         assert value.shape == state[key].shape and torch.equal(value, state[key]), key
 
 
+@pytest.mark.parametrize("name", ["Stable Diffusion 1.x (CompVis)", "k-diffusion image_v1"])
+def test_a_float8_checkpoint_runs_in_bfloat16_with_its_values(name):
+    state, _, t, _ = ORIGINALS[name]
+    fp8 = {k: v.to(torch.float8_e4m3fn) for k, v in state.items()}
+    as_bf16 = {k: v.to(torch.bfloat16) for k, v in fp8.items()}  # exact: bfloat16 holds every float8 value
+    loaded, reference = TimestepEmbedder.from_state_dict(fp8), TimestepEmbedder.from_state_dict(as_bf16)
+    assert {p.dtype for p in loaded.parameters()} == {torch.bfloat16}
+    with torch.no_grad():
+        assert torch.equal(loaded(torch.as_tensor(t)), reference(torch.as_tensor(t)))
+
+
 def test_other_mlps_are_named_and_loaded_on_request(caplog):
     state = ORIGINALS["SDXL (generative-models)"][0]
     with caplog.at_level("INFO", logger="timestep_embed"):

@@ -1,4 +1,4 @@
-"""The timestep cast to the model's dtype before the sinusoid, as Flux does it."""
+"""The timestep cast to the model's dtype before the sinusoid, as Flux does it; the dtype a ported module runs in."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ from torch import nn
 
 from ..guards import TimestepsLike, as_tensor
 
-__all__ = ["InModelDtype"]
+__all__ = ["InModelDtype", "run_dtype"]
+
+
+def run_dtype(stored: torch.dtype) -> torch.dtype:
+    """The dtype a module built from a checkpoint's weights runs in: the stored one, but bfloat16 for a float8
+    checkpoint (torch has no float8 arithmetic; bfloat16 holds every float8 value exactly)."""
+    return torch.bfloat16 if stored.is_floating_point and stored.itemsize == 1 else stored
 
 
 class InModelDtype(nn.Module):

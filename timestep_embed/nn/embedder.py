@@ -20,6 +20,7 @@ from ..conventions import Convention
 from ..guards import TimestepsLike, as_tensor
 from ..sinusoidal import distinct_values
 from ..weights import load_pretrained, push_folder_to_hub, save_pretrained
+from .cast import run_dtype
 from .fourier import FourierEmbedding
 from .mlp import TimestepMLP
 from .porting import time_path_modules
@@ -165,7 +166,8 @@ class TimestepEmbedder(nn.Module):
         is the layout's, fed what the model's ``forward`` gets as its timestep (Flux: sigma, cast to
         the model's dtype and multiplied by 1000 there, as the model does). It logs the layout and
         every other MLP it found (guidance, text refiner, per-block copies, text projections):
-        ``which="guidance"``, ``which="timestep[3]"`` ... loads one of those instead.
+        ``which="guidance"``, ``which="timestep[3]"`` ... loads one of those instead. The module is in the
+        checkpoint's dtype (a float8 checkpoint's in bfloat16, which holds its values exactly).
 
         Args:
             state_dict: the checkpoint's tensors (other keys are ignored).
@@ -198,8 +200,7 @@ class TimestepEmbedder(nn.Module):
         path = match.path(which)
         others = [p.describe() for p in match.paths if p is not path]
         log.info("%s %s found: %s", match.describe(), path.describe(), "; also: " + ", ".join(others) if others else "")
-        dtype = ours["time_embedding.linear_1.weight"].dtype
-        return embedder.to(dtype) if dtype.is_floating_point else embedder
+        return embedder.to(run_dtype(ours["time_embedding.linear_1.weight"].dtype))  # as stored; float8 in bfloat16
 
     def config(self) -> dict:
         """The constructor arguments, JSON-able: what `save_pretrained` writes to ``config.json``
@@ -239,7 +240,8 @@ class TimestepEmbedder(nn.Module):
             name_or_path: a folder, or a Hub repository id (``owner/name``).
             subfolder: the model's folder inside it (a pipeline's ``"unet"`` or ``"transformer"``).
             revision: the Hub revision (branch, tag or commit).
-            torch_dtype: the dtype to cast to (``torch.bfloat16`` or ``"bfloat16"``); default: as stored.
+            torch_dtype: the dtype to cast to (``torch.bfloat16`` or ``"bfloat16"``); default: as stored (float8:
+                bfloat16, which holds its values exactly; torch has no float8 arithmetic).
             device: where to put it.
             which: in a diffusers folder, the MLP to load (``"guidance"``, ``"refiner"`` ...).
         """
@@ -259,7 +261,7 @@ class TimestepEmbedder(nn.Module):
                     raise ValueError(f"{name_or_path}: its config.json does not build a {cls.__name__}: {exc}") from exc
 
             embedder = build_to_fit(build, state, f"{name_or_path}")
-            dtype = dtype or state["time_embedding.linear_1.weight"].dtype  # as stored, as from_state_dict
+            dtype = dtype or run_dtype(state["time_embedding.linear_1.weight"].dtype)  # as from_state_dict
         return embedder.to(device=place, dtype=dtype)
 
 
