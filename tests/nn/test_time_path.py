@@ -9,6 +9,7 @@ models and the originals diffusers converts are in ``tests/interop/test_layouts.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -231,6 +232,13 @@ def test_a_float8_checkpoint_runs_in_bfloat16_with_its_values(name):
     assert {p.dtype for p in loaded.parameters()} == {torch.bfloat16}
     with torch.no_grad():
         assert torch.equal(loaded(torch.as_tensor(t)), reference(torch.as_tensor(t)))
+
+
+@pytest.mark.parametrize("gone", ["model.diffusion_model.time_embed.0.bias", "model.diffusion_model.time_embed.2.bias"])
+def test_a_missing_bias_is_named_by_its_checkpoint_key(gone):
+    state = {k: v for k, v in ORIGINALS["Stable Diffusion 1.x (CompVis)"][0].items() if k != gone}
+    with pytest.raises(ValueError, match=f"but not {re.escape(gone)}: the timestep"):
+        TimestepEmbedder.from_state_dict(state)
 
 
 def test_other_mlps_are_named_and_loaded_on_request(caplog):

@@ -281,6 +281,12 @@ def match_state_dict(state_dict: Mapping[str, torch.Tensor], match: LayoutMatch,
         for key, value in state_dict.items():
             if key.startswith(theirs + "."):
                 out[ours + key[len(theirs) + 1 :]] = _checked_weight(key, value, key.endswith(".weight"))
+    biases = [ours + "bias" in out for ours in _OURS]
+    if biases[0] != biases[1]:  # one MLP has a bias in both Linears or in neither: name the checkpoint's missing key
+        raise ValueError(
+            f"state_dict has {path.linears[biases.index(True)]}.bias but not {path.linears[biases.index(False)]}.bias: "
+            f"the {path.describe()} needs a bias in both Linears or in neither"
+        )
     cond = _cond_key(path.linears[0] + ".")
     if cond and cond + "weight" in state_dict:  # an LCM UNet's condition projection (time_cond_proj_dim)
         out[_COND + "weight"] = _checked_weight(cond + "weight", state_dict[cond + "weight"], True)
