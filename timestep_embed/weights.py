@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import struct
 from pathlib import Path
 
@@ -251,14 +252,24 @@ def read_json(path: Path, limit: int = MAX_JSON_BYTES, depth: int = MAX_JSON_DEP
     return data
 
 
-def _read_weights(folder: Path, sha256: str | None = None) -> dict[str, torch.Tensor]:
+def _variant(name: str, variant: str | None) -> str:
+    """diffusers' name of a variant's file: the variant before the last suffix (``diffusion_pytorch_model.fp16
+    .safetensors``, ``diffusion_pytorch_model.safetensors.index.fp16.json``)."""
+    if variant is None:
+        return name
+    stem, suffix = name.rsplit(".", 1)
+    return f"{stem}.{variant}.{suffix}"
+
+
+def _read_weights(folder: Path, sha256: str | None = None, variant: str | None = None) -> dict[str, torch.Tensor]:
     """Every tensor of a pretrained folder: ``model.safetensors`` (refused unless its sha256 is ``sha256``, when
-    given), diffusers' ``diffusion_pytorch_model.safetensors``, or the shards an ``*.safetensors.index.json`` lists."""
+    given), diffusers' ``diffusion_pytorch_model.safetensors``, or the shards an ``*.safetensors.index.json`` lists;
+    with ``variant`` (``"fp16"``), diffusers' files of that variant."""
     for name in (PRETRAINED_WEIGHTS, DIFFUSERS_WEIGHTS):
-        if (folder / name).is_file():
-            return load_safetensors(folder / name, sha256)[0]
+        if (folder / _variant(name, variant)).is_file():
+            return load_safetensors(folder / _variant(name, variant), sha256)[0]
     for name in (PRETRAINED_WEIGHTS, DIFFUSERS_WEIGHTS):
-        index = folder / f"{name}.index.json"
+        index = folder / _variant(f"{name}.index.json", variant)
         if index.is_file():
             shards = read_json(index).get("weight_map")
             if not isinstance(shards, dict):
@@ -269,23 +280,38 @@ def _read_weights(folder: Path, sha256: str | None = None) -> dict[str, torch.Te
                     raise ValueError(f"{index}: the shard {shard!r} is not a file name in this folder")
                 tensors.update(load_safetensors(folder / shard)[0])  # each header checked first
             return tensors
-    raise FileNotFoundError(f"{folder}: no {PRETRAINED_WEIGHTS} or {DIFFUSERS_WEIGHTS} (nor a sharded index)")
+    found = sorted(p.name for p in folder.glob("*.safetensors"))
+    hint = f"; it holds {found}" + ("" if variant else ": a diffusers variant's files load with variant='fp16' ...")
+    raise FileNotFoundError(
+        f"{folder}: no {_variant(PRETRAINED_WEIGHTS, variant)} or {_variant(DIFFUSERS_WEIGHTS, variant)} (nor a "
+        f"sharded index){hint if found else ''}"
+    )
 
 
 def load_pretrained(
-    folder: str | os.PathLike, kind: str | None = None, *, subfolder: str | None = None, revision: str | None = None
+    folder: str | os.PathLike,
+    kind: str | None = None,
+    *,
+    subfolder: str | None = None,
+    revision: str | None = None,
+    variant: str | None = None,
 ) -> tuple[dict, dict[str, torch.Tensor]]:
-    """``(config, state_dict)`` of a pretrained folder (or Hub repository, see `resolve_pretrained`).
+    """``(config, state_dict)`` of a pretrained folder (or Hub repository, see `resolve_pretrained`); ``variant``:
+    diffusers' variant of the weights (``"fp16"``: ``diffusion_pytorch_model.fp16.safetensors``).
 
     ``config`` is the flat ``config.json`` (``_class_name`` included). Folders written before the flat
     format (``{"class": kind, "config": {...}}``) still load: their config is returned flat (a UNet's
     ``{"model": ..., "run": ...}`` as the model's fields plus ``"run"``). With ``kind``, a folder of another
     class is refused by name. Raises FileNotFoundError or ValueError naming the folder and what is wrong.
     """
+    if variant is not None and not (isinstance(variant, str) and re.fullmatch(r"[A-Za-z0-9_-]+", variant)):
+        raise ValueError(f"variant must be a name such as 'fp16', got {variant!r}")
     path = resolve_pretrained(folder, subfolder, revision)
     config_file = path / PRETRAINED_CONFIG
     if not config_file.is_file():
-        raise FileNotFoundError(f"{path}: not a pretrained folder (missing {PRETRAINED_CONFIG})")
+        models = sorted(p.parent.name for p in path.glob(f"*/{PRETRAINED_CONFIG}"))
+        pipeline = f": a pipeline's folder; its models are in subfolder= {models}" if models else ""
+        raise FileNotFoundError(f"{path}: not a pretrained folder (missing {PRETRAINED_CONFIG}){pipeline}")
     config = read_json(config_file)
     if "class" in config and isinstance(config.get("config"), dict) and "_class_name" not in config:
         nested = config["config"]
@@ -295,7 +321,7 @@ def load_pretrained(
     if kind is not None and found != kind:
         what = f"a diffusers {found}" if "_diffusers_version" in config else f"a {found}"
         raise ValueError(f"{path} holds {what}, not a {kind}")
-    return config, _read_weights(path, config.get(WEIGHTS_SHA256))
+    return config, _read_weights(path, config.get(WEIGHTS_SHA256), variant)
 
 
 def push_folder_to_hub(folder: str | os.PathLike, repo_id: str, *, private: bool | None = None, token=None) -> str:

@@ -90,3 +90,20 @@ def test_an_lcm_unet_keeps_its_condition_projection_in_every_loader(tmp_path):
     )
     with pytest.raises(ValueError, match="the adm layout has no key for the condition projection"):
         to_layout(ours, "adm")
+
+
+def test_a_variant_a_pipeline_folder_and_a_nested_checkpoint_are_named(tmp_path):
+    model, inputs, t = build("stable_diffusion")
+    model.half().save_pretrained(tmp_path / "pipe" / "unet", variant="fp16")  # diffusion_pytorch_model.fp16.safetensors
+    (tmp_path / "pipe" / "model_index.json").write_text("{}")
+    with pytest.raises(FileNotFoundError, match=r"variant='fp16'"):
+        TimestepEmbedder.from_pretrained(tmp_path / "pipe" / "unet")
+    with pytest.raises(FileNotFoundError, match=r"a pipeline's folder; its models are in subfolder= \['unet'\]"):
+        TimestepEmbedder.from_pretrained(tmp_path / "pipe")
+    embedder = TimestepEmbedder.from_pretrained(tmp_path / "pipe", subfolder="unet", variant="fp16")
+    assert embedder.time_embedding.linear_1.weight.dtype == torch.float16
+    assert torch.equal(embedder.time_embedding.linear_1.weight, model.time_embedding.linear_1.weight)
+    with pytest.raises(ValueError, match="variant must be a name such as 'fp16'"):
+        TimestepEmbedder.from_pretrained(tmp_path / "pipe" / "unet", variant="../fp16")
+    with pytest.raises(TypeError, match=r"a whole checkpoint\? pass its state_dict\['state_dict'\]"):
+        TimestepEmbedder.from_state_dict({"state_dict": model.state_dict()})

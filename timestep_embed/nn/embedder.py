@@ -225,6 +225,7 @@ class TimestepEmbedder(nn.Module):
         *,
         subfolder: str | None = None,
         revision: str | None = None,
+        variant: str | None = None,
         torch_dtype: torch.dtype | str | None = None,
         device: torch.device | str | None = None,
         which: str = "timestep",
@@ -240,13 +241,14 @@ class TimestepEmbedder(nn.Module):
             name_or_path: a folder, or a Hub repository id (``owner/name``).
             subfolder: the model's folder inside it (a pipeline's ``"unet"`` or ``"transformer"``).
             revision: the Hub revision (branch, tag or commit).
+            variant: diffusers' variant of the weights (``"fp16"``: ``diffusion_pytorch_model.fp16.safetensors``).
             torch_dtype: the dtype to cast to (``torch.bfloat16`` or ``"bfloat16"``); default: as stored (float8:
                 bfloat16, which holds its values exactly; torch has no float8 arithmetic).
             device: where to put it.
             which: in a diffusers folder, the MLP to load (``"guidance"``, ``"refiner"`` ...).
         """
         dtype, place = _dtype(torch_dtype), _device(device)
-        config, state = load_pretrained(name_or_path, subfolder=subfolder, revision=revision)
+        config, state = load_pretrained(name_or_path, subfolder=subfolder, revision=revision, variant=variant)
         if "_diffusers_version" in config:
             embedder = cls.from_state_dict(state, which=which, **diffusers_options(config, state))
         elif config.get("_class_name") not in {c.__name__ for c in cls.__mro__}:  # this class or one it extends

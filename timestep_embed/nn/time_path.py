@@ -162,7 +162,8 @@ def check_state_dict(state_dict, name: str = "state_dict") -> None:
         raise TypeError(f"{name} must be a mapping of names to tensors, got {type(state_dict).__name__}")
     for key, value in state_dict.items():
         if not isinstance(key, str) or not isinstance(value, torch.Tensor):
-            raise TypeError(f"{name}[{key!r}] must be a tensor under a string key, got {type(value).__name__}")
+            nested = f": a whole checkpoint? pass its {name}[{key!r}]" if isinstance(value, Mapping) else ""
+            raise TypeError(f"{name}[{key!r}] must be a tensor under a string key, got {type(value).__name__}{nested}")
 
 
 def find_time_paths(
