@@ -278,10 +278,20 @@ def test_from_state_dict_says_what_it_needs():
     assert TimestepEmbedder.from_state_dict(net).emb_dim == 32  # a known prefix
     odd = {f"backbone.{k}": v for k, v in ORIGINALS["DiT-XL/2"][0].items()}
     with pytest.raises(
-        ValueError, match="no time path in this state dict: tried the layouts.*closest keys: backbone.t_embedder"
+        ValueError,
+        match=r"no time path in this state dict: tried .* layouts .*under the prefix "
+        r"'backbone.' the keys of \[.*'dit'.*\] are there: pass prefix='backbone.'",
     ):
         TimestepEmbedder.from_state_dict(odd)
     assert TimestepEmbedder.from_state_dict(odd, prefix="backbone.").emb_dim == 32
+    ddp_ldm = {f"module.{k}": v for k, v in ORIGINALS["Stable Diffusion 1.x (CompVis)"][0].items()}  # DDP + LDM
+    with pytest.raises(
+        ValueError,
+        match=r"'stable_diffusion_original'\] are there: pass prefix="
+        r"'module.model.diffusion_model.'",
+    ):
+        TimestepEmbedder.from_state_dict(ddp_ldm)
+    assert TimestepEmbedder.from_state_dict(ddp_ldm, prefix="module.model.diffusion_model.").emb_dim == 64
     with pytest.raises(ValueError, match="no time path.*first keys: \\['foo.weight'\\]"):
         TimestepEmbedder.from_state_dict({"foo.weight": torch.zeros(1)})
     with pytest.raises(ValueError, match="family must be None or one of"):

@@ -236,6 +236,23 @@ def _refuse_two_models(found: list[tuple[Layout, str]]) -> None:
 
 
 def _nothing_fits(keys: list[str], layouts: list[Layout], prefixes: tuple[str, ...]) -> str:
+    names = sorted(lay.name for lay in layouts)
+    tried = f"the layouts {names}" if len(names) <= 8 else f"{len(names)} layouts (timestep_embed.families.LAYOUTS)"
+    where = f"no time path in this state dict: tried {tried} under the prefixes {list(prefixes)}"
+    # A layout whose keys are all there under another prefix (a DDP "module.", an "ema." copy): say which prefix.
+    present, under = set(keys), {}
+    for lay in layouts:
+        first, *rest = lay.required_keys()
+        for key in keys:
+            head = key[: -len(first)]
+            if key.endswith(first) and head not in prefixes and all(head + k in present for k in rest):
+                under.setdefault(head, []).append(lay.name)
+    if under:
+        head, fits = min(under.items(), key=lambda item: len(item[0]))
+        return (
+            f"{where}; under the prefix {head!r} the keys of {sorted(fits)} are there: pass prefix={head!r} "
+            f"(inspect --prefix {head})"
+        )
     probes: dict[str, str] = {lay.mlps[0].key(): lay.name for lay in layouts}
     # difflib compares each key with each probe: only keys sharing a name with a probe, a bounded number of them
     words = {w for probe in probes for w in probe.split(".") if not w.isdigit()} - {"weight", "bias"}
@@ -246,10 +263,7 @@ def _nothing_fits(keys: list[str], layouts: list[Layout], prefixes: tuple[str, .
             scored.append((difflib.SequenceMatcher(None, probe, key).ratio(), key, probe))
     closest = [f"{key} (like {probes[probe]}'s {probe})" for _, key, probe in sorted(scored, reverse=True)[:4]]
     hint = f"; the closest keys: {', '.join(closest)}" if closest else f"; its first keys: {keys[:4]}"
-    return (
-        f"no time path in this state dict: tried the layouts {sorted(probes.values())} under the prefixes "
-        f"{list(prefixes)} (pass prefix= for another; inspect --prefix){hint}"
-    )
+    return f"{where} (pass prefix= for another; inspect --prefix){hint}"
 
 
 def embedder_state_dict(
