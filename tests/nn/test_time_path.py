@@ -296,6 +296,9 @@ def test_from_state_dict_says_what_it_needs():
         TimestepEmbedder.from_state_dict({"foo.weight": torch.zeros(1)})
     with pytest.raises(ValueError, match="family must be None or one of"):
         TimestepEmbedder.from_state_dict(unet, family="sd4")
+    sd = ORIGINALS["Stable Diffusion 1.x (CompVis)"][0]
+    with pytest.raises(ValueError, match=r"the keys are stable_diffusion_original's \(family stable_diffusion\)"):
+        TimestepEmbedder.from_state_dict(sd, family="flux_dev")
     with pytest.raises(ValueError, match=r"\['sinusoid_dim'\] cannot be set"):
         TimestepEmbedder.from_state_dict(unet, family="ddpm", sinusoid_dim=8)
     assert isinstance(

@@ -212,7 +212,15 @@ def find_time_paths(
     # markers decide detection; a named layout needs only its time path (a porter's t_embedder saved alone)
     found = full if full or layout == "auto" else found
     if not found:
-        raise ValueError(_nothing_fits(keys, candidates, prefixes))
+        message = _nothing_fits(keys, candidates, prefixes)
+        if family is not None or layout != "auto":  # what the keys are, when they are another family's
+            try:
+                other = find_time_paths(state_dict, prefix=prefix)
+            except ValueError:
+                pass
+            else:
+                message += f"; the keys are {other.layout.name}'s (family {other.layout.family})"
+        raise ValueError(message)
     _refuse_two_models(found)
     best = max(len(lay.markers) for lay, _ in found)
     found = [(lay, p) for lay, p in found if len(lay.markers) == best]
