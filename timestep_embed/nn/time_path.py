@@ -248,7 +248,8 @@ def _nothing_fits(keys: list[str], layouts: list[Layout], prefixes: tuple[str, .
     tried = f"the layouts {names}" if len(names) <= 8 else f"{len(names)} layouts (timestep_embed.families.LAYOUTS)"
     where = f"no time path in this state dict: tried {tried} under the prefixes {list(prefixes)}"
     # A layout whose keys are all there under another prefix (a DDP "module.", an "ema." copy): say which prefix.
-    present, under = set(keys), {}
+    present: set[str] = set(keys)
+    under: dict[str, list[str]] = {}
     for lay in layouts:
         first, *rest = lay.required_keys()
         for key in keys:
