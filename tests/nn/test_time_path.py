@@ -234,6 +234,18 @@ def test_a_float8_checkpoint_runs_in_bfloat16_with_its_values(name):
         assert torch.equal(loaded(torch.as_tensor(t)), reference(torch.as_tensor(t)))
 
 
+def test_linears_stored_in_two_dtypes_run_in_the_wider():
+    state = dict(ORIGINALS["Stable Diffusion 1.x (CompVis)"][0])
+    wide = TimestepEmbedder.from_state_dict(state)
+    mixed = {k: v.half() if ".time_embed.0." in k else v for k, v in state.items()}  # linear_1 float16, linear_2 not
+    loaded = TimestepEmbedder.from_state_dict(mixed)
+    assert {p.dtype for p in loaded.parameters()} == {torch.float32}
+    assert torch.equal(
+        loaded.time_embedding.linear_1.weight, mixed["model.diffusion_model.time_embed.0.weight"].float()
+    )
+    assert torch.equal(loaded.time_embedding.linear_2.weight, wide.time_embedding.linear_2.weight)
+
+
 @pytest.mark.parametrize("gone", ["model.diffusion_model.time_embed.0.bias", "model.diffusion_model.time_embed.2.bias"])
 def test_a_missing_bias_is_named_by_its_checkpoint_key(gone):
     state = {k: v for k, v in ORIGINALS["Stable Diffusion 1.x (CompVis)"][0].items() if k != gone}

@@ -10,10 +10,12 @@ from ..guards import TimestepsLike, as_tensor
 __all__ = ["InModelDtype", "run_dtype"]
 
 
-def run_dtype(stored: torch.dtype) -> torch.dtype:
-    """The dtype a module built from a checkpoint's weights runs in: the stored one, but bfloat16 for a float8
-    checkpoint (torch has no float8 arithmetic; bfloat16 holds every float8 value exactly)."""
-    return torch.bfloat16 if stored.is_floating_point and stored.itemsize == 1 else stored
+def run_dtype(*stored: torch.dtype) -> torch.dtype:
+    """The dtype a module built from a checkpoint's weights runs in: the stored one (of several, the widest, which
+    holds the others' values: a float32 layer beside float16 ones), but bfloat16 for a float8 checkpoint (torch has
+    no float8 arithmetic; bfloat16 holds every float8 value exactly)."""
+    widest = max(stored, key=lambda dtype: dtype.itemsize)  # the first of equal widths
+    return torch.bfloat16 if widest.is_floating_point and widest.itemsize == 1 else widest
 
 
 class InModelDtype(nn.Module):

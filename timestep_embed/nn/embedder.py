@@ -167,7 +167,7 @@ class TimestepEmbedder(nn.Module):
         the model's dtype and multiplied by 1000 there, as the model does). It logs the layout and
         every other MLP it found (guidance, text refiner, per-block copies, text projections):
         ``which="guidance"``, ``which="timestep[3]"`` ... loads one of those instead. The module is in the
-        checkpoint's dtype (a float8 checkpoint's in bfloat16, which holds its values exactly).
+        checkpoint's dtype (of two, the wider; a float8 checkpoint's in bfloat16, which holds its values exactly).
 
         Args:
             state_dict: the checkpoint's tensors (other keys are ignored).
@@ -200,7 +200,8 @@ class TimestepEmbedder(nn.Module):
         path = match.path(which)
         others = [p.describe() for p in match.paths if p is not path]
         log.info("%s %s found: %s", match.describe(), path.describe(), "; also: " + ", ".join(others) if others else "")
-        return embedder.to(run_dtype(ours["time_embedding.linear_1.weight"].dtype))  # as stored; float8 in bfloat16
+        stored = (ours[f"time_embedding.linear_{i}.weight"].dtype for i in (1, 2))
+        return embedder.to(run_dtype(*stored))  # as stored (mixed: the widest; float8: bfloat16)
 
     def config(self) -> dict:
         """The constructor arguments, JSON-able: what `save_pretrained` writes to ``config.json``
