@@ -200,8 +200,7 @@ class TimestepEmbedder(nn.Module):
         path = match.path(which)
         others = [p.describe() for p in match.paths if p is not path]
         log.info("%s %s found: %s", match.describe(), path.describe(), "; also: " + ", ".join(others) if others else "")
-        stored = (ours[f"time_embedding.linear_{i}.weight"].dtype for i in (1, 2))
-        return embedder.to(run_dtype(*stored))  # as stored (mixed: the widest; float8: bfloat16)
+        return embedder.to(_stored_dtype(ours))  # every part, the sinusoid or Fourier features too
 
     def config(self) -> dict:
         """The constructor arguments, JSON-able: what `save_pretrained` writes to ``config.json``
@@ -264,8 +263,14 @@ class TimestepEmbedder(nn.Module):
                     raise ValueError(f"{name_or_path}: its config.json does not build a {cls.__name__}: {exc}") from exc
 
             embedder = build_to_fit(build, state, f"{name_or_path}")
-            dtype = dtype or run_dtype(state["time_embedding.linear_1.weight"].dtype)  # as from_state_dict
+            dtype = dtype or _stored_dtype(state)  # as from_state_dict
         return embedder.to(device=place, dtype=dtype)
+
+
+def _stored_dtype(state: Mapping[str, torch.Tensor]) -> torch.dtype:
+    """The dtype an embedder of these weights (in our names) runs in: its two Linears' as stored, by `run_dtype`
+    (of two, the wider; float8 in bfloat16)."""
+    return run_dtype(*(state[f"time_embedding.linear_{i}.weight"].dtype for i in (1, 2)))
 
 
 def _dtype(torch_dtype) -> torch.dtype | None:

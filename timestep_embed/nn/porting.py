@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from ..conventions import Convention, resolve_convention
-from .cast import InModelDtype, run_dtype
+from .cast import InModelDtype
 from .fourier import FourierEmbedding
 from .mlp import TimestepMLP
 from .sinusoidal_module import SinusoidalEmbedding
@@ -74,4 +74,4 @@ def _fourier(weight: torch.Tensor, width: int, options: dict) -> FourierEmbeddin
     proj = FourierEmbedding(2 * weight.numel(), **options)
     if proj.out_dim != width:
         raise ValueError(f"{weight.numel()} Fourier frequencies give {proj.out_dim} features; the MLP takes {width}")
-    return proj.to(run_dtype(weight.dtype))
+    return proj  # in the embedder's dtype once built (from_state_dict casts every part)

@@ -24,7 +24,7 @@ from torch import nn
 
 from ..conventions import PRESETS, Convention, convention_from_diffusers
 from ..families import LAYOUT_BY_CLASS  # diffusers classes whose keys are another layout's: the class says which
-from .cast import InModelDtype, run_dtype
+from .cast import InModelDtype
 from .fourier import FourierEmbedding
 from .mlp import ACTIVATIONS, TimestepMLP
 from .sinusoidal_module import SinusoidalEmbedding
@@ -156,6 +156,6 @@ def diffusers_options(config: dict, state: dict[str, torch.Tensor]) -> dict:
         if config.get("time_embedding_type") == "fourier" and "time_proj.weight" in state:
             weight = state["time_proj.weight"]
             fourier = _FOURIER[name](config) if name in _FOURIER else _fourier_default(config)
-            options["time_proj"] = FourierEmbedding(2 * weight.numel(), **fourier).to(run_dtype(weight.dtype))
+            options["time_proj"] = FourierEmbedding(2 * weight.numel(), **fourier)  # cast with the embedder
             options.pop("convention", None)
     return options
