@@ -266,8 +266,9 @@ def _read_weights(folder: Path, sha256: str | None = None, variant: str | None =
     given), diffusers' ``diffusion_pytorch_model.safetensors``, or the shards an ``*.safetensors.index.json`` lists;
     with ``variant`` (``"fp16"``), diffusers' files of that variant."""
     for name in (PRETRAINED_WEIGHTS, DIFFUSERS_WEIGHTS):
-        if (folder / _variant(name, variant)).is_file():
-            return load_safetensors(folder / _variant(name, variant), sha256)[0]
+        file = folder / _variant(name, variant)
+        if file.is_file():
+            return load_safetensors(file, sha256)[0]
     for name in (PRETRAINED_WEIGHTS, DIFFUSERS_WEIGHTS):
         index = folder / _variant(f"{name}.index.json", variant)
         if index.is_file():

@@ -366,7 +366,8 @@ DISTILL_DEFAULTS = (
     "sample.noise_scale=0.9",
 )
 # The student is the teacher's UNet: its weights, data and diffusion stay; dropout (no weights) is the tuning's own.
-SETTABLE = ("train.", "sample.", "eval.", "consistency.", "model.dropout=")
+SETTABLE_SECTIONS = ("train.", "sample.", "eval.", "consistency.")
+SETTABLE = (*SETTABLE_SECTIONS, "model.dropout=")
 
 
 def distill_config(teacher: RunConfig, overrides: Sequence[str] = ()) -> RunConfig:
@@ -376,7 +377,7 @@ def distill_config(teacher: RunConfig, overrides: Sequence[str] = ()) -> RunConf
     if fixed:
         raise ConfigError(
             f"{fixed[0]!r}: a distillation keeps the teacher's model, data and diffusion; it takes "
-            f"overrides of {', '.join(k + '*' for k in SETTABLE[:-1])} and model.dropout"
+            f"overrides of {', '.join(k + '*' for k in SETTABLE_SECTIONS)} and model.dropout"
         )
     if teacher.diffusion.prediction == "flow":
         raise ConfigError("diffusion.prediction = 'flow': distill tunes eps- and v-prediction runs only")
