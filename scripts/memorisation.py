@@ -101,15 +101,16 @@ def main(argv=None) -> int:
     data = args.out / f"data_{args.per_class}"
     fixed = ["train.minutes=null", f"train.steps={args.steps}", "train.snapshot_every=0", "eval.enabled=false"]
     configs = {row: load_config(args, [*fixed, *split_row(row)]).replace("data", source=str(data)) for row in args.rows}
+    first_cfg = next(iter(configs.values()))  # the sampling and batch settings the rows share (--config, --set)
     for seed in args.seeds:  # checked before any training
         try:
-            next(iter(configs.values())).replace("sample", seed=seed)
+            first_cfg.replace("sample", seed=seed)
         except ConfigError as err:
             fail(f"--seeds {seed}: {err}")
     train_x, held_x = write_subset(data, args.per_class)
     held = nearest_distances(held_x, train_x)  # the held-out digits' nearest-training distances
     # the real FD at the samples' count, at most the K * 10 training digits (as a run's "real" row)
-    n = min(len(train_x), next(iter(configs.values())).sample.num_samples)
+    n = min(len(train_x), first_cfg.sample.num_samples)
     real = train_x[torch.randperm(len(train_x), generator=torch.Generator().manual_seed(1234))[:n]]
     real_fd = evaluate_samples(real, references=False)["fd"]  # the shipped evaluator (built-in held-out digits)
     results = []
@@ -136,7 +137,7 @@ def main(argv=None) -> int:
         results.append({"row": row, "run": str(run), "seeds": seeds})
     write_json(args.out / "memorisation.json", {"per_class": args.per_class, "steps": args.steps,
                                                 "real_fd": real_fd, "real_num": n, "rows": results})  # fmt: skip
-    digits, batch = 10 * args.per_class, next(iter(configs.values())).train.batch_size
+    digits, batch = 10 * args.per_class, first_cfg.train.batch_size
     header = ["overrides", "FD", "FD at seeds", "confidence", "copies (held-out 1%)", "nearest ratio"]
     rows = []
     for r in results:
