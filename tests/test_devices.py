@@ -3,6 +3,7 @@ tensors report that they are not on the CPU, and the real thing on CUDA (skipped
 
 import collections
 import contextlib
+import functools
 import warnings
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from timestep_embed.ddpm import (
     run_training,
 )
 from timestep_embed.ddpm.consistency import consistency_loss
+from timestep_embed.ddpm.data import random_shifts
 from timestep_embed.ddpm.diffusion import schedule_from_config, to_device, training_loss
 from timestep_embed.ddpm.samplers import sample
 from timestep_embed.nn import time_input
@@ -182,6 +184,18 @@ def test_every_training_objective_runs_on_meta_tensors_with_nothing_from_the_hos
         else:
             loss = training_loss(model, x0, schedule, prediction=d.prediction, min_snr_gamma=d.min_snr_gamma,
                                  lognormal=d.lognormal)  # fmt: skip
+        loss.backward()
+    assert loss.device.type == "meta" and copies["cpu -> device"] == 0
+
+
+def test_the_shift_augmentation_runs_on_meta_tensors_with_nothing_from_the_host():
+    """model.augment's part of a step, random_shifts and the UNet told the shift, on the meta device as above."""
+    cfg = RunConfig.load(SMOKE, ["model.augment=0.5"])
+    model, x0 = UNet(cfg.model).to("meta"), torch.empty(4, 1, 28, 28, device="meta")
+    schedule = schedule_from_config(cfg.diffusion).to("meta")
+    with counted_host_copies() as copies:
+        moved, shift = random_shifts(x0, cfg.model.augment)
+        loss = training_loss(functools.partial(model, shift=shift), moved, schedule)
         loss.backward()
     assert loss.device.type == "meta" and copies["cpu -> device"] == 0
 
@@ -346,12 +360,8 @@ def test_the_gpu_config_asks_for_cuda_by_name_and_writes_nothing_without_it(tmp_
 
 def test_the_gpu_config_is_the_run_the_docs_describe():
     cfg = RunConfig.load("mnist-gpu")
-    assert (cfg.model.channels, cfg.model.num_res_blocks, cfg.model.dropout, cfg.train.batch_size) == (
-        (64, 128),
-        2,
-        0.3,
-        512,
-    )
+    model = (cfg.model.channels, cfg.model.num_res_blocks, cfg.model.dropout, cfg.model.augment)
+    assert model == ((64, 128), 2, 0.1, 0.5) and cfg.train.batch_size == 512
     assert (cfg.train.minutes, cfg.train.device, cfg.sample.num_samples, cfg.eval.samplings) == (3, "cuda", 10000, 3)
 
 

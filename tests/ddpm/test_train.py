@@ -24,6 +24,7 @@ from timestep_embed.ddpm import (
     UNet,
     adamw,
     describe_sampling,
+    distill_run,
     load_model,
     run_training,
     update_ema,
@@ -165,10 +166,14 @@ WORKER = textwrap.dedent("""
     import sys, torch
     from pathlib import Path
     from safetensors.torch import save_file
-    from timestep_embed.ddpm import RunConfig, UNet, train_loop
+    from timestep_embed.ddpm import RunConfig, UNet, distill_config, train_loop
     from timestep_embed.ddpm.runtime import setup, cleanup
-    out = Path(sys.argv[2])
-    cfg = RunConfig.load(sys.argv[1], sys.argv[3:])
+    out, overrides = Path(sys.argv[2]), sys.argv[4:]
+    if sys.argv[3] == "distill":  # a teacher of the model.* overrides (the student starts from its random init)
+        model = [o for o in overrides if o.startswith("model.")]
+        cfg = distill_config(RunConfig.load(sys.argv[1], model), [o for o in overrides if o not in model])
+    else:
+        cfg = RunConfig.load(sys.argv[1], overrides)
     rt = setup("cpu", False)
     torch.manual_seed(0)
     model = UNet(cfg.model)
@@ -179,7 +184,10 @@ WORKER = textwrap.dedent("""
 
 
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed not built")
-def test_ddp_two_cpu_processes_keep_identical_weights(tmp_path):
+@pytest.mark.parametrize("objective", ["train", "distill"])
+def test_ddp_two_cpu_processes_keep_identical_weights(tmp_path, objective):
+    """Distilling a run trained with model.augment: its UNet's shift_embed gets no gradient, which DDP refuses
+    unless the loop freezes it."""
     from safetensors.torch import load_file
 
     (tmp_path / "worker.py").write_text(WORKER)
@@ -196,6 +204,8 @@ def test_ddp_two_cpu_processes_keep_identical_weights(tmp_path):
         str(tmp_path / "worker.py"),
         SMOKE,
         str(tmp_path),
+        objective,
+        "model.augment=0.5",
         "train.steps=4",
         "train.threads=1",
         "train.bf16=false",
@@ -361,3 +371,21 @@ def test_bf16_is_used_where_the_device_is_fast_at_it_and_a_request_elsewhere_say
     assert [r.getMessage() for r in caplog.records] == [
         f"bf16 = true but {kind} has no fast bf16; falling back to float32" for kind in ("cpu", "mps")
     ]
+
+
+def test_model_augment_tells_the_unet_the_shifts_and_distilling_such_a_run_shifts_nothing(tmp_path):
+    """Training passes random_shifts' shift to the UNet (the only way its shift_embed gets a gradient); the run
+    loads and samples without one; consistency tuning of it keeps shift_embed and trains it on no shift."""
+    grads = []
+
+    def look(step, model, ema, loss):
+        grads.append(None if model.shift_embed.weight.grad is None else model.shift_embed.weight.grad.abs().sum())
+
+    steps = ["train.steps=3", "train.snapshot_every=0"]
+    run_training(SMOKE, tmp_path / "run", overrides=fast("model.augment=1", *steps), progress=False, callback=look)
+    assert grads[-1] is not None and grads[-1] > 0  # step 1's is 0: the zero-initialised output conv blocks it
+    assert main(["sample", str(tmp_path / "run"), "sample.num_samples=2", "--out", str(tmp_path / "s"), "--quiet"]) == 0
+    grads.clear()
+    distill_run(tmp_path / "run", tmp_path / "student", fast(*steps), progress=False, callback=look)
+    assert grads == [None, None, None]
+    assert load_model(tmp_path / "student")[0].shift_embed is not None

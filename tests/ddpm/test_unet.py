@@ -107,6 +107,22 @@ def test_gradients_reach_the_time_mlp():
         assert getattr(mlp, name).weight.grad.abs().sum() > 0, name
 
 
+def test_a_model_trained_with_shifts_is_told_them_and_samples_as_told_none():
+    """model.augment: a bias-free Linear of the shift (dy, dx) joins the time embedding; no shift is shift 0."""
+    assert UNet(TINY).shift_embed is None and "shift_embed.weight" not in UNet(TINY).state_dict()
+    torch.manual_seed(0)
+    model = UNet(dataclasses.replace(TINY, augment=0.5))
+    _perturb_zero_inits(model)
+    x, t = torch.randn(2, 1, 28, 28), torch.tensor([10, 500])
+    assert model.state_dict()["shift_embed.weight"].shape == (TINY.emb_dim, 2)
+    assert torch.equal(model(x, t), model(x, t, torch.zeros(2, 2)))
+    assert (model(x, t, torch.tensor([[0.5, -1.0], [1.0, 0.0]])) - model(x, t)).abs().max() > 1e-4
+    with pytest.raises(ValueError, match=r"shift has shape \(2, 2\); this UNet takes no shift \(model.augment = 0\)"):
+        UNet(TINY)(x, t, torch.zeros(2, 2))
+    with pytest.raises(ValueError, match=r"shift has shape \(2,\); this UNet takes a shift \[B, 2\]"):
+        model(x, t, torch.zeros(2))
+
+
 def test_embedding_computed_once_per_forward():
     calls = []
 

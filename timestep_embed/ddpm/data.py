@@ -35,6 +35,7 @@ from ..checks import check_bool, check_path
 SPLIT_SEED = 20240607  # fixed forever: changing it changes the built-in train/held-out split
 TRAIN_PER_CLASS = 400
 SPLITS = ("train", "heldout", "test")
+SHIFT_PIXELS = 2  # random_shifts moves an image by up to this many pixels along each axis
 
 # IDX type codes (third byte of the magic number) -> big-endian numpy dtype, per the MNIST page.
 _IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
@@ -236,3 +237,28 @@ def crop_to_28(x: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"images of size {tuple(x.shape[-2:])}: expected 28x28 or square and even >= 28")
     m = (size - 28) // 2
     return x[..., m : m + 28, m : m + 28]
+
+
+def random_shifts(
+    x: torch.Tensor, p: float, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Move each image of ``x`` [B, C, H, W], with probability ``p``, by a whole number of pixels (dy, dx) drawn
+    uniformly from -SHIFT_PIXELS..SHIFT_PIXELS; the others stay. Returns (shifted [B, C, H, W], shift [B, 2] =
+    (dy, dx) / SHIFT_PIXELS in [-1, 1], float32, zero for an unmoved image).
+
+    Pixels moved in from outside repeat the edge row or column (MNIST's edges are background). The integer
+    translation of Karras et al. 2022 (EDM, ``training/augment.py``), used as EDM uses its augmentations: the
+    model is told ``shift`` in training (EDM's ``augment_labels`` into ``map_augment``) and given none when
+    sampling, so more images teach it without moved digits leaking into its samples. Everything stays on
+    ``x``'s device: no host sync, capturable in a CUDA graph.
+    """
+    b, c, h, w = x.shape
+    dev = x.device
+    shift = torch.randint(-SHIFT_PIXELS, SHIFT_PIXELS + 1, (b, 2), generator=generator, device=dev)
+    shift = shift.masked_fill(torch.rand(b, 1, generator=generator, device=dev) >= p, 0)
+    # Output row i reads input row i - dy (clamped to the edge); the same for columns.
+    rows = (torch.arange(h, device=dev) - shift[:, :1]).clamp(0, h - 1)  # [B, H]
+    cols = (torch.arange(w, device=dev) - shift[:, 1:]).clamp(0, w - 1)  # [B, W]
+    x = x.gather(2, rows[:, None, :, None].expand(b, c, h, w))
+    x = x.gather(3, cols[:, None, None, :].expand(b, c, h, w))
+    return x, shift.float() / SHIFT_PIXELS

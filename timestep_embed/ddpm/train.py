@@ -14,6 +14,7 @@ everything a run does. Python use:
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import logging
 import math
@@ -30,7 +31,7 @@ from ..files import atomic_write_bytes, save_npy, versions
 from .checkpoint import RUN_CHECKPOINT, load_training_state, save_training_state
 from .config import DEFAULT_CONFIG, RunConfig, TrainConfig
 from .consistency import ConsistencyConfig, consistency_loss
-from .data import load_mnist
+from .data import load_mnist, random_shifts
 from .diffusion import schedule_from_config, training_loss
 from .evaluate import score
 from .runfolder import kept_results, run_config_for, starting
@@ -154,6 +155,9 @@ def train_loop(
     schedule = schedule_from_config(d).to(rt.device)  # its tables on the device: a step sends nothing from the host
     # Model, EMA copy (float32, never trained), optimizer, and the generator behind every random draw.
     torch.manual_seed(t.seed + rt.rank)  # the global RNG, dropout's masks: each rank its own (rank 0's, the seed)
+    augment = cfg.model.augment if c is None else 0.0  # consistency tuning does not shift: it distils the ODE as is
+    if model.shift_embed is not None and not augment:
+        model.shift_embed.requires_grad_(False)  # told no shift, it gets no gradient, which DDP would refuse
     ema = copy.deepcopy(model).requires_grad_(False).eval()
     opt = adamw(model.parameters(), t.lr, weight_decay=t.weight_decay, betas=(0.9, t.adam_beta2))
     gen = torch.Generator(rt.device).manual_seed(t.seed * 1000 + rt.rank)
@@ -170,11 +174,15 @@ def train_loop(
         """Batch, loss, backward, clip, AdamW: (loss, gradient norm), both on the device."""
         # Batch: x0 from the data; t and eps are drawn inside the loss (Ho et al. Algorithm 1).
         x0 = data[torch.randint(0, len(data), (batch,), generator=gen, device=rt.device)]
+        denoiser: Callable[..., torch.Tensor] = net
+        if augment:  # model.augment: shifted images, and the UNet told the shift (sampling asks for none)
+            x0, shift = random_shifts(x0, augment, gen)
+            denoiser = functools.partial(net, shift=shift)
         if t.compile == "cudagraphs":
             torch.compiler.cudagraph_mark_step_begin()  # a new step: the last step's graph outputs are spent
         with rt.autocast():
             if c is None:
-                loss = training_loss(net, x0, schedule, generator=gen, prediction=d.prediction,
+                loss = training_loss(denoiser, x0, schedule, generator=gen, prediction=d.prediction,
                                      min_snr_gamma=d.min_snr_gamma, lognormal=d.lognormal)  # fmt: skip
             else:  # consistency: its r(t) moves towards t stage by stage
                 loss = consistency_loss(net, x0, schedule, c, stage, teacher=teacher, generator=gen,

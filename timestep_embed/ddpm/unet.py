@@ -54,6 +54,7 @@ class UNetConfig:
     RANGES: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("image_size", "in_channels", "unshuffle", "num_res_blocks", "emb_dim", "channels"), "> 0"),
         "dropout": "[0, 1)",
+        "augment": "[0, 1]",
         "attention_levels": ">= 0",
     }
     image_size: int = 28  # input height = width
@@ -65,6 +66,7 @@ class UNetConfig:
     emb_dim: int = 256  # what every ResBlock receives from the time embedder
     injection: Injection = "scale_shift"
     dropout: float = 0.0
+    augment: float = 0.0  # share of training images shifted by up to 2 pixels, the shift told to the UNet (0 = off)
     time_embedding: dict[str, Any] = field(default_factory=dict)  # keyword arguments of nn.TimestepEmbedder
 
     def __post_init__(self) -> None:
@@ -207,7 +209,11 @@ def check_fits(images: torch.Tensor, config: UNetConfig) -> None:
 
 
 class UNet(nn.Module):
-    """UNet(config, time_embedder=None): forward(x [B, C, H, W], t [B]) -> [B, C, H, W].
+    """UNet(config, time_embedder=None): forward(x [B, C, H, W], t [B], shift=None) -> [B, C, H, W].
+
+    ``shift`` [B, 2]: how far each training image was moved (``config.augment``,
+    [`random_shifts`][timestep_embed.ddpm.data.random_shifts]), joined to the time embedding; None (sampling) is no
+    shift.
 
     ``time_embedder``: any module mapping ``t`` [B] (what diffusion.py passes: int64 indices, or
     float 1000 * t) to [B, config.emb_dim]; None builds the default
@@ -253,6 +259,8 @@ class UNet(nn.Module):
                 self.up.append(
                     nn.Sequential(nn.Conv2d(cur, cur, 3, padding=1), nn.Upsample(scale_factor=2, mode="nearest"))
                 )
+        # model.augment: the training image's shift (dy, dx), added to the time embedding (EDM's map_augment)
+        self.shift_embed = nn.Linear(2, emb, bias=False) if config.augment > 0 else None
         self.norm_out = nn.GroupNorm(_groups(cur), cur)
         self.conv_out = nn.Conv2d(cur, config.in_channels * r * r, 3, padding=1)
         zero_init_modules(self.conv_out)
@@ -261,7 +269,7 @@ class UNet(nn.Module):
     def _stage(res: ResBlock, width: int, attention: bool) -> nn.ModuleList:
         return nn.ModuleList([res, AttentionBlock(width) if attention else nn.Identity()])
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, t: torch.Tensor, shift: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
         if (
             x.ndim != 4
@@ -281,6 +289,11 @@ class UNet(nn.Module):
             raise ValueError(
                 f"time_embedder returned {tuple(emb.shape)}, expected [B, emb_dim] = [{x.shape[0]}, {cfg.emb_dim}]"
             )
+        if shift is not None:  # training with model.augment; None (sampling) is an unmoved image, shift 0
+            if self.shift_embed is None or shift.shape != (x.shape[0], 2):
+                what = "a shift [B, 2]" if self.shift_embed is not None else "no shift (model.augment = 0)"
+                raise ValueError(f"shift has shape {tuple(shift.shape)}; this UNet takes {what}")
+            emb = emb + self.shift_embed(shift.to(emb.dtype))
         h = self.conv_in(F.pixel_unshuffle(x, cfg.unshuffle) if cfg.unshuffle > 1 else x)
         hs = [h]
         for layer in self.down:
