@@ -6,8 +6,8 @@ by default on CPU (a Python loop over the parameter tensors), one with the train
 rounds (scripts/_timing.py), median milliseconds:
 
 * ``optimizer step``: ``opt.step()`` alone, on gradients left by one backward pass;
-* ``training step``: what the loop does per step: forward under the run's autocast, backward, clip,
-  optimizer step, EMA update.
+* ``training step``: what the loop does per step: the shifts of ``model.augment`` (if any), forward under the
+  run's autocast, backward, clip, optimizer step, EMA update.
 
 The ratio is against the per-tensor loop measured in the same run.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 
 import torch
 from _common import add_config_args, fail, load_config
@@ -26,6 +27,7 @@ from _timing import cpu_name, interleaved_medians
 from torch import nn
 
 from timestep_embed.ddpm import Runtime, UNet, adamw, schedule_from_config, training_loss, update_ema
+from timestep_embed.ddpm.data import random_shifts
 
 
 def contenders(cfg, fused: bool):
@@ -45,9 +47,13 @@ def contenders(cfg, fused: bool):
     count = [0]
 
     def train_step():
+        x, denoiser = x0, model
+        if cfg.model.augment:  # as the loop does
+            x, shift = random_shifts(x0, cfg.model.augment, gen)
+            denoiser = functools.partial(model, shift=shift)
         with rt.autocast():
             loss = training_loss(
-                model, x0, schedule, generator=gen, prediction=cfg.diffusion.prediction,
+                denoiser, x, schedule, generator=gen, prediction=cfg.diffusion.prediction,
                 min_snr_gamma=cfg.diffusion.min_snr_gamma,
             )  # fmt: skip
         opt.zero_grad(set_to_none=True)

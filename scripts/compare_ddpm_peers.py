@@ -208,6 +208,8 @@ def main() -> int:
     over = [f"train.minutes={args.minutes}", f"sample.num_samples={args.num_samples}"]
     over += ["sample.steps=100", "sample.noise_scale=1"]
     cfg = load_config(args, over)
+    if cfg.model.augment:  # the peers' loop does not shift their images: the same data for every contender
+        fail(f"model.augment = {cfg.model.augment}: the peers train on unshifted images; set model.augment=0")
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     rows = {}

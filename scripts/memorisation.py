@@ -2,14 +2,17 @@
 """Memorisation on a small training set: the UNet trained on K digits a class for a fixed number of steps, one
 run per row of overrides, each scored by the shipped evaluator beside the copy check.
 
-    python scripts/memorisation.py --per-class 40 --steps 4000 --rows model.dropout=0 model.dropout=0.3
+    python scripts/memorisation.py --per-class 40 --steps 4000 --rows model.dropout=0 \
+        model.augment=0.5,model.dropout=0.1
 
 The K digits a class are the first K of that class in the built-in training split. They are written with the
 built-in 1000 held-out digits as an IDX folder (OUT/data_K) that ``data.source`` names, so the training sees only
 them. FD is the shipped evaluator's against the held-out digits (the same numbers as a run on the built-in data);
 the real FD is that of the training digits themselves (as many as the samples, at most K * 10). ``copies`` is the
 share of samples nearer (L2 in pixels) to one of those training digits than 99% of the held-out digits are
-(docs/ddpm.md), ``nearest ratio`` the samples' median nearest-training distance over the held-out digits'. Every
+(docs/ddpm.md), ``nearest ratio`` the samples' median nearest-training distance over the held-out digits';
+``copies, any shift`` the same check against the training digits moved by every shift ``model.augment`` draws
+(up to SHIFT_PIXELS each way, for the samples and the held-out digits alike): a shifted copy counts there. Every
 row trains the same steps from the same seed, so the machine's load cannot pick the winner. A row whose folder
 holds a finished run of the same config reuses it, so an interrupted table resumes. Writes OUT/memorisation.json,
 OUT/memorisation.md and, in each row's run folder, nearest.png (the first samples over their nearest training
@@ -28,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from _common import add_config_args, command_line, fail, load_config, markdown_table, write_json
 
 from timestep_embed.ddpm import (
@@ -40,12 +44,12 @@ from timestep_embed.ddpm import (
     run_config,
     run_training,
 )
-from timestep_embed.ddpm.data import TRAIN_PER_CLASS, crop_to_28
+from timestep_embed.ddpm.data import SHIFT_PIXELS, TRAIN_PER_CLASS, crop_to_28
 from timestep_embed.ddpm.evaluate import copy_scores, nearest_distances
 from timestep_embed.ddpm.runlog import save_samples_png
 from timestep_embed.files import atomic_write_bytes
 
-ROWS = ["model.dropout=0", "model.dropout=0.3"]
+ROWS = ["model.dropout=0", "model.augment=0.5,model.dropout=0.1"]
 OWN_KEYS = ("data.source", "train.minutes", "train.steps", "eval.enabled")
 PICTURED = 12  # samples in RUN/nearest.png, each over its nearest training digit
 
@@ -67,6 +71,15 @@ def write_subset(folder: Path, per_class: int) -> tuple[torch.Tensor, torch.Tens
         atomic_write_bytes(folder / f"{prefix}-images-idx3-ubyte", idx_bytes(pixels))
         atomic_write_bytes(folder / f"{prefix}-labels-idx1-ubyte", idx_bytes(labels.numpy().astype(np.uint8)))
     return x[keep], held_x
+
+
+def every_shift(x: torch.Tensor, s: int = SHIFT_PIXELS) -> torch.Tensor:
+    """``x`` [N, C, H, W] moved by every (dy, dx) in -s..s, edges repeated as `random_shifts` does:
+    [(2s+1)^2 N, C, H, W]."""
+    h, w = x.shape[-2:]
+    padded = F.pad(x, (s, s, s, s), mode="replicate")
+    moves = [(dy, dx) for dy in range(-s, s + 1) for dx in range(-s, s + 1)]
+    return torch.cat([padded[..., s - dy : s - dy + h, s - dx : s - dx + w] for dy, dx in moves])
 
 
 def slug(row: str) -> str:
@@ -109,6 +122,8 @@ def main(argv=None) -> int:
             fail(f"--seeds {seed}: {err}")
     train_x, held_x = write_subset(data, args.per_class)
     held = nearest_distances(held_x, train_x)  # the held-out digits' nearest-training distances
+    train_moved = every_shift(train_x)
+    held_moved = nearest_distances(held_x, train_moved)  # the same, to the training digits moved by any shift
     # the real FD at the samples' count, at most the K * 10 training digits (as a run's "real" row)
     n = min(len(train_x), first_cfg.sample.num_samples)
     real = train_x[torch.randperm(len(train_x), generator=torch.Generator().manual_seed(1234))[:n]]
@@ -127,7 +142,8 @@ def main(argv=None) -> int:
             x = crop_to_28(generate(model, run_cfg.replace("sample", seed=seed), rt))
             scores = evaluate_samples(x, references=False)
             seeds.append({"seed": seed, "fd": scores["fd"], "confidence": scores["confidence"],
-                          **copy_scores(x, train_x, held)})  # fmt: skip
+                          **copy_scores(x, train_x, held),
+                          "copies_any_shift": copy_scores(x, train_moved, held_moved)["copies"]})  # fmt: skip
             if seed == args.seeds[0]:  # a picture of the first sampling: samples over their nearest training digits
                 first = x[:PICTURED]
                 nearest = train_x[torch.cdist(first.flatten(1), train_x.flatten(1)).argmin(1)]
@@ -138,13 +154,16 @@ def main(argv=None) -> int:
     write_json(args.out / "memorisation.json", {"per_class": args.per_class, "steps": args.steps,
                                                 "real_fd": real_fd, "real_num": n, "rows": results})  # fmt: skip
     digits, batch = 10 * args.per_class, first_cfg.train.batch_size
-    header = ["overrides", "FD", "FD at seeds", "confidence", "copies (held-out 1%)", "nearest ratio"]
+    header = ["overrides", "FD", "FD at seeds", "confidence", "copies (held-out 1%)", "copies, any shift",
+              "nearest ratio"]  # fmt: skip
     rows = []
     for r in results:
-        mean = {k: statistics.fmean(s[k] for s in r["seeds"]) for k in ("fd", "confidence", "copies", "nearest_ratio")}
+        keys = ("fd", "confidence", "copies", "copies_any_shift", "nearest_ratio")
+        mean = {k: statistics.fmean(s[k] for s in r["seeds"]) for k in keys}
         rows.append([f"`{r['row']}`", f"{mean['fd']:.2f}",
                      " / ".join(f"{s['fd']:.2f}" for s in r["seeds"]), f"{mean['confidence']:.3f}",
-                     f"{100 * mean['copies']:.2f}%", f"{mean['nearest_ratio']:.2f}"])  # fmt: skip
+                     f"{100 * mean['copies']:.2f}%", f"{100 * mean['copies_any_shift']:.2f}%",
+                     f"{mean['nearest_ratio']:.2f}"])  # fmt: skip
     text = (f"`{command_line()}`\n\n{digits} training digits, {args.steps} steps of {batch} "
             f"({args.steps * batch / digits:.0f} epochs); FD of {n} of those digits (real): {real_fd:.2f}\n\n"
             f"{markdown_table(header, rows)}\n")  # fmt: skip

@@ -283,7 +283,7 @@ def test_only_a_copy_from_the_cpu_to_cuda_skips_the_wait(monkeypatch):
 
 @pytest.mark.parametrize("device_path", [False, True])
 def test_the_training_loop_reads_the_device_at_log_lines_only(tmp_path, device_path):
-    """Between two log lines (steps 2-24 of log_every=25) a step reads nothing, on either path."""
+    """Between two log lines (steps 2-24 of log_every=25) a step reads nothing, on either path (images shifted too)."""
     reads_per_step = []
     state = {"before": None}
 
@@ -294,7 +294,7 @@ def test_the_training_loop_reads_the_device_at_log_lines_only(tmp_path, device_p
         state["before"] = total
 
     with accelerator_path() if device_path else contextlib.nullcontext(), counted_reads() as counts:
-        overrides = [*QUIET, "train.steps=24", "train.log_every=25", "train.snapshot_every=0"]
+        overrides = [*QUIET, "train.steps=24", "train.log_every=25", "train.snapshot_every=0", "model.augment=0.5"]
         run_training(SMOKE, tmp_path / "run", overrides=overrides, progress=False, callback=watch)
     assert len(reads_per_step) == 23 and sum(reads_per_step) == 0, reads_per_step
 
@@ -345,7 +345,8 @@ def test_on_cuda_fifty_training_steps_between_log_lines_make_no_host_sync(tmp_pa
 
     try:
         run_training(SMOKE, tmp_path / "run", overrides=[*QUIET, "train.steps=80", "train.log_every=100",
-                     "train.snapshot_every=0", "train.device=cuda"], progress=False, callback=watch)  # fmt: skip
+                     "train.snapshot_every=0", "train.device=cuda", "model.augment=0.5"],
+                     progress=False, callback=watch)  # fmt: skip
     finally:
         torch.cuda.set_sync_debug_mode("default")
 

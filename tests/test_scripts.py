@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from timestep_embed.ddpm import load_mnist, run_config
+from timestep_embed.ddpm.data import SHIFT_PIXELS, random_shifts
 from timestep_embed.ddpm.evaluate import nearest_distances
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,6 +147,7 @@ def test_memorisation_trains_on_the_subset_it_names_and_scores_copies(tmp_path, 
     for row, channels in zip(report["rows"], ([16, 32], [8, 16]), strict=True):
         (seed,) = row["seeds"]
         assert 0 <= seed["copies"] <= 1 and seed["copy_distance"] == pytest.approx(threshold, rel=1e-9)
+        assert 0 <= seed["copies_any_shift"] <= 1
         cfg = run_config(row["run"])
         assert cfg.data.source == str(out / "data_2") and list(cfg.model.channels) == channels
         assert (Path(row["run"]) / "nearest.png").stat().st_size > 1000
@@ -174,6 +176,12 @@ def test_memorisation_names_each_row_its_own_folder(monkeypatch):
     assert len(names) == 6 and all(len(n) <= 80 for n in names)
     assert script.split_row("model.channels=[64,128], model.dropout=0.3") == ["model.channels=[64,128]",
                                                                              " model.dropout=0.3"]  # fmt: skip
+    # the copy check's moved training digits: every image random_shifts can make, and nothing else
+    x = torch.randn(3, 1, 7, 7)
+    moved = script.every_shift(x)
+    assert moved.shape == (3 * (2 * SHIFT_PIXELS + 1) ** 2, 1, 7, 7)
+    drawn = torch.cat([random_shifts(x, 1.0, torch.Generator().manual_seed(seed))[0] for seed in range(40)])
+    assert (drawn[:, None] - moved[None]).abs().flatten(2).amax(2).min(1).values.max() == 0  # each found exactly
 
 
 def test_sampler_table_smoke(tmp_path, in_process):

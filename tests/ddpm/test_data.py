@@ -169,3 +169,8 @@ def test_random_shifts_moves_the_share_p_of_the_images_and_reports_zero_for_the_
     # unmoved: the half left alone plus the moved ones drawn (0, 0), 1 in (2 * SHIFT_PIXELS + 1)^2
     expected = 0.5 + 0.5 / (2 * SHIFT_PIXELS + 1) ** 2
     assert abs(unmoved.float().mean().item() - expected) < 0.03
+    _, shift = random_shifts(x, 1.0, torch.Generator().manual_seed(1))  # every move of -2..2 each way, evenly
+    moves, counts = (shift * SHIFT_PIXELS).round().int().unique(dim=0, return_counts=True)
+    span = range(-SHIFT_PIXELS, SHIFT_PIXELS + 1)
+    assert [tuple(m) for m in moves.tolist()] == [(dy, dx) for dy in span for dx in span]
+    assert counts.min() > 0.6 * len(x) / len(span) ** 2 and counts.max() < 1.4 * len(x) / len(span) ** 2

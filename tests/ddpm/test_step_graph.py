@@ -73,8 +73,8 @@ def stand_in_cuda(monkeypatch):
 
 
 def train(tmp_path, name, overrides, consistency=False):
-    cfg = RunConfig.load(SMOKE, fast(*STEPS, *overrides))
-    if consistency:  # distil's config (method ect: no teacher), two stages over the budget
+    cfg = RunConfig.load(SMOKE, fast(*STEPS, *overrides, "model.augment=0.5"))  # the shifts' draws in the step too
+    if consistency:  # distil's config (method ect: no teacher), two stages over the budget; shift_embed frozen
         cfg = train_module.distill_config(cfg, [*fast(*STEPS, *overrides), "consistency.stages=2"])
     torch.manual_seed(cfg.train.seed)
     model = UNet(cfg.model)
@@ -143,9 +143,9 @@ def test_a_step_that_cannot_be_captured_names_the_settings_that_train_without_ca
 
 
 def _blank(model):
-    twin = UNet(RunConfig.load(SMOKE).model)
+    twin = UNet(model.config)
     twin.load_state_dict(model.state_dict())
-    ema = UNet(RunConfig.load(SMOKE).model)
+    ema = UNet(model.config)
     opt = train_module.adamw(twin.parameters(), 1e-3)
     return twin, ema, opt, torch.Generator()
 

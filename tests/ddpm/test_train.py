@@ -205,7 +205,7 @@ def test_ddp_two_cpu_processes_keep_identical_weights(tmp_path, objective):
         SMOKE,
         str(tmp_path),
         objective,
-        "model.augment=0.5",
+        *(["model.augment=0.5"] if objective == "distill" else []),  # the teacher's
         "train.steps=4",
         "train.threads=1",
         "train.bf16=false",
@@ -376,16 +376,19 @@ def test_bf16_is_used_where_the_device_is_fast_at_it_and_a_request_elsewhere_say
 def test_model_augment_tells_the_unet_the_shifts_and_distilling_such_a_run_shifts_nothing(tmp_path):
     """Training passes random_shifts' shift to the UNet (the only way its shift_embed gets a gradient); the run
     loads and samples without one; consistency tuning of it keeps shift_embed and trains it on no shift."""
-    grads = []
+    grads, frozen = [], []
 
     def look(step, model, ema, loss):
-        grads.append(None if model.shift_embed.weight.grad is None else model.shift_embed.weight.grad.abs().sum())
+        weight = model.shift_embed.weight
+        grads.append(None if weight.grad is None else weight.grad.abs().sum())
+        frozen.append(not weight.requires_grad)
 
     steps = ["train.steps=3", "train.snapshot_every=0"]
     run_training(SMOKE, tmp_path / "run", overrides=fast("model.augment=1", *steps), progress=False, callback=look)
     assert grads[-1] is not None and grads[-1] > 0  # step 1's is 0: the zero-initialised output conv blocks it
     assert main(["sample", str(tmp_path / "run"), "sample.num_samples=2", "--out", str(tmp_path / "s"), "--quiet"]) == 0
-    grads.clear()
+    assert not any(frozen)
+    grads.clear(), frozen.clear()
     distill_run(tmp_path / "run", tmp_path / "student", fast(*steps), progress=False, callback=look)
-    assert grads == [None, None, None]
+    assert grads == [None, None, None] and frozen[-1]  # frozen: DDP refuses a parameter without a gradient
     assert load_model(tmp_path / "student")[0].shift_embed is not None

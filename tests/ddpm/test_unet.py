@@ -112,6 +112,7 @@ def test_a_model_trained_with_shifts_is_told_them_and_samples_as_told_none():
     assert UNet(TINY).shift_embed is None and "shift_embed.weight" not in UNet(TINY).state_dict()
     torch.manual_seed(0)
     model = UNet(dataclasses.replace(TINY, augment=0.5))
+    assert not model.shift_embed.weight.any()  # zero at init (EDM's DhariwalUNet): no shift drowns the time signal
     _perturb_zero_inits(model)
     x, t = torch.randn(2, 1, 28, 28), torch.tensor([10, 500])
     assert model.state_dict()["shift_embed.weight"].shape == (TINY.emb_dim, 2)

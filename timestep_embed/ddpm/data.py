@@ -246,10 +246,11 @@ def random_shifts(
     uniformly from -SHIFT_PIXELS..SHIFT_PIXELS; the others stay. Returns (shifted [B, C, H, W], shift [B, 2] =
     (dy, dx) / SHIFT_PIXELS in [-1, 1], float32, zero for an unmoved image).
 
-    Pixels moved in from outside repeat the edge row or column (MNIST's edges are background). The integer
-    translation of Karras et al. 2022 (EDM, ``training/augment.py``), used as EDM uses its augmentations: the
-    model is told ``shift`` in training (EDM's ``augment_labels`` into ``map_augment``) and given none when
-    sampling, so more images teach it without moved digits leaking into its samples. Everything stays on
+    Pixels moved in from outside repeat the edge row or column (MNIST's edges are background). After the
+    augmentation of Karras et al. 2022 (EDM, ``training/augment.py``): the model is told ``shift`` in training
+    (EDM's ``augment_labels`` into ``map_augment``) and given none when sampling, so more images teach it without
+    moved digits leaking into its samples. EDM's integer translation differs in the details: it mirrors the
+    image at the border, draws round(U(-1, 1) * max) and is one of several transformations. Everything stays on
     ``x``'s device: no host sync, capturable in a CUDA graph.
     """
     b, c, h, w = x.shape

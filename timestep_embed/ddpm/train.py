@@ -146,7 +146,10 @@ def train_loop(
     The objective: denoising ([`training_loss`][timestep_embed.ddpm.training_loss]), or with ``cfg.consistency``
     [`consistency_loss`][timestep_embed.ddpm.consistency.consistency_loss] (``teacher``: the model whose ODE
     ``consistency.method`` cd distils). Writes ``checkpoint.safetensors``, ``log.jsonl`` and the progress snapshots in
-    ``out_dir`` (rank 0). ``callback``: see `Callback`. Ctrl-C saves a checkpoint and stops.
+    ``out_dir`` (rank 0). ``callback``: see `Callback`. Ctrl-C saves a checkpoint and stops. With
+    ``cfg.model.augment`` the images are shifted ([`random_shifts`][timestep_embed.ddpm.data.random_shifts]) and the
+    UNet told; consistency training shifts nothing and leaves ``model.shift_embed`` frozen (``requires_grad``
+    False).
     """
     t, d, c, path = cfg.train, cfg.diffusion, cfg.consistency, out_dir / RUN_CHECKPOINT
     # Data: the whole training split sits on the device; each rank samples from its own shard.
@@ -157,6 +160,8 @@ def train_loop(
     torch.manual_seed(t.seed + rt.rank)  # the global RNG, dropout's masks: each rank its own (rank 0's, the seed)
     augment = cfg.model.augment if c is None else 0.0  # consistency tuning does not shift: it distils the ODE as is
     if model.shift_embed is not None and not augment:
+        log.info("consistency training shifts no image: model.augment = %s keeps the UNet's shift input, frozen",
+                 cfg.model.augment)  # fmt: skip
         model.shift_embed.requires_grad_(False)  # told no shift, it gets no gradient, which DDP would refuse
     ema = copy.deepcopy(model).requires_grad_(False).eval()
     opt = adamw(model.parameters(), t.lr, weight_decay=t.weight_decay, betas=(0.9, t.adam_beta2))

@@ -259,8 +259,11 @@ class UNet(nn.Module):
                 self.up.append(
                     nn.Sequential(nn.Conv2d(cur, cur, 3, padding=1), nn.Upsample(scale_factor=2, mode="nearest"))
                 )
-        # model.augment: the training image's shift (dy, dx), added to the time embedding (EDM's map_augment)
+        # model.augment: the training image's shift (dy, dx), added to the time embedding; zero at init, as EDM's
+        # DhariwalUNet starts its map_augment, so that a shift does not drown the time signal before it is learnt
         self.shift_embed = nn.Linear(2, emb, bias=False) if config.augment > 0 else None
+        if self.shift_embed is not None:
+            zero_init_modules(self.shift_embed)
         self.norm_out = nn.GroupNorm(_groups(cur), cur)
         self.conv_out = nn.Conv2d(cur, config.in_channels * r * r, 3, padding=1)
         zero_init_modules(self.conv_out)
