@@ -66,7 +66,7 @@ class UNetConfig:
     emb_dim: int = 256  # what every ResBlock receives from the time embedder
     injection: Injection = "scale_shift"
     dropout: float = 0.0
-    augment: float = 0.0  # share of training images shifted by up to 2 pixels, the shift told to the UNet (0 = off)
+    augment: float = 0.0  # share of training images given a random shift of up to 2 pixels, told to the UNet (0: off)
     time_embedding: dict[str, Any] = field(default_factory=dict)  # keyword arguments of nn.TimestepEmbedder
 
     def __post_init__(self) -> None:
