@@ -27,6 +27,7 @@ from timestep_embed.ddpm import (
     distill_run,
     load_model,
     run_training,
+    train_loop,
     update_ema,
 )
 from timestep_embed.ddpm import checkpoint as checkpoint_file
@@ -392,3 +393,23 @@ def test_model_augment_tells_the_unet_the_shifts_and_distilling_such_a_run_shift
     distill_run(tmp_path / "run", tmp_path / "student", fast(*steps), progress=False, callback=look)
     assert grads == [None, None, None] and frozen[-1]  # frozen: DDP refuses a parameter without a gradient
     assert load_model(tmp_path / "student")[0].shift_embed is not None
+
+
+def test_train_loop_trains_any_denoiser_module(tmp_path):
+    """train_loop's model is any nn.Module (x [B, 1, 28, 28], t [B]) -> [B, 1, 28, 28], not only the UNet."""
+
+    class Denoiser(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 1, 3, padding=1)
+
+        def forward(self, x, t):
+            return self.conv(x) * (1 + t.float()[:, None, None, None] / 1000)
+
+    cfg = RunConfig.load(SMOKE, fast("train.steps=2", "train.snapshot_every=0"))
+    model = Denoiser()
+    before = model.conv.weight.detach().clone()
+    ema, stats = train_loop(cfg, Runtime.create("cpu", False), model, tmp_path, progress=False)
+    assert stats["train_steps"] == 2 and not torch.equal(model.conv.weight, before)
+    with pytest.raises(ConfigError, match="model.augment = 0.5 tells the model each image's shift: Denoiser has no"):
+        train_loop(cfg.replace("model", augment=0.5), Runtime.create("cpu", False), model, tmp_path, progress=False)

@@ -159,10 +159,16 @@ def train_loop(
     # Model, EMA copy (float32, never trained), optimizer, and the generator behind every random draw.
     torch.manual_seed(t.seed + rt.rank)  # the global RNG, dropout's masks: each rank its own (rank 0's, the seed)
     augment = cfg.model.augment if c is None else 0.0  # consistency tuning does not shift: it distils the ODE as is
-    if model.shift_embed is not None and not augment:
+    shift_embed = getattr(model, "shift_embed", None)  # the UNet's shift input; any other denoiser has none
+    if augment and shift_embed is None:
+        raise ConfigError(
+            f"model.augment = {augment} tells the model each image's shift: {type(model).__name__} has no shift "
+            "input (shift_embed; the UNet of such a config has); set model.augment=0"
+        )
+    if shift_embed is not None and not augment:
         log.info("consistency training shifts no image: model.augment = %s keeps the UNet's shift input, frozen",
                  cfg.model.augment)  # fmt: skip
-        model.shift_embed.requires_grad_(False)  # told no shift, it gets no gradient, which DDP would refuse
+        shift_embed.requires_grad_(False)  # told no shift, it gets no gradient, which DDP would refuse
     ema = copy.deepcopy(model).requires_grad_(False).eval()
     opt = adamw(model.parameters(), t.lr, weight_decay=t.weight_decay, betas=(0.9, t.adam_beta2))
     gen = torch.Generator(rt.device).manual_seed(t.seed * 1000 + rt.rank)
