@@ -31,7 +31,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from _common import add_config_args, command_line, fail, load_config, markdown_table, write_json
 
 from timestep_embed.ddpm import (
@@ -44,7 +43,7 @@ from timestep_embed.ddpm import (
     run_config,
     run_training,
 )
-from timestep_embed.ddpm.data import SHIFT_PIXELS, TRAIN_PER_CLASS, crop_to_28
+from timestep_embed.ddpm.data import SHIFT_PIXELS, TRAIN_PER_CLASS, crop_to_28, shift_images
 from timestep_embed.ddpm.evaluate import copy_scores, nearest_distances
 from timestep_embed.ddpm.runlog import save_samples_png
 from timestep_embed.files import atomic_write_bytes
@@ -74,12 +73,11 @@ def write_subset(folder: Path, per_class: int) -> tuple[torch.Tensor, torch.Tens
 
 
 def every_shift(x: torch.Tensor, s: int = SHIFT_PIXELS) -> torch.Tensor:
-    """``x`` [N, C, H, W] moved by every (dy, dx) in -s..s, edges repeated as `random_shifts` does:
-    [(2s+1)^2 N, C, H, W]."""
-    h, w = x.shape[-2:]
-    padded = F.pad(x, (s, s, s, s), mode="replicate")
-    moves = [(dy, dx) for dy in range(-s, s + 1) for dx in range(-s, s + 1)]
-    return torch.cat([padded[..., s - dy : s - dy + h, s - dx : s - dx + w] for dy, dx in moves])
+    """``x`` [N, C, H, W] moved by every (dy, dx) in -s..s (`shift_images`, as `random_shifts` moves them):
+    [(2s+1)^2 N, C, H, W], one move after another."""
+    span = range(-s, s + 1)
+    moves = torch.tensor([(dy, dx) for dy in span for dx in span])
+    return shift_images(x.repeat(len(moves), 1, 1, 1), moves.repeat_interleave(len(x), 0))
 
 
 def slug(row: str) -> str:

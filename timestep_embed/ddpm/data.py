@@ -239,6 +239,17 @@ def crop_to_28(x: torch.Tensor) -> torch.Tensor:
     return x[..., m : m + 28, m : m + 28]
 
 
+def shift_images(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """``x`` [B, C, H, W] with image b moved down by ``shift[b, 0]`` and right by ``shift[b, 1]`` pixels (an integer
+    tensor [B, 2] on ``x``'s device); pixels moved in from outside repeat the edge row or column."""
+    b, c, h, w = x.shape
+    # Output row i reads input row i - dy (clamped to the edge); the same for columns.
+    rows = (torch.arange(h, device=x.device) - shift[:, :1]).clamp(0, h - 1)  # [B, H]
+    cols = (torch.arange(w, device=x.device) - shift[:, 1:]).clamp(0, w - 1)  # [B, W]
+    x = x.gather(2, rows[:, None, :, None].expand(b, c, h, w))
+    return x.gather(3, cols[:, None, None, :].expand(b, c, h, w))
+
+
 def random_shifts(
     x: torch.Tensor, p: float, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -246,20 +257,14 @@ def random_shifts(
     uniformly from -SHIFT_PIXELS..SHIFT_PIXELS; the others stay. Returns (shifted [B, C, H, W], shift [B, 2] =
     (dy, dx) / SHIFT_PIXELS in [-1, 1], float32, zero for an unmoved image).
 
-    Pixels moved in from outside repeat the edge row or column (MNIST's edges are background). After the
-    augmentation of Karras et al. 2022 (EDM, ``training/augment.py``): the model is told ``shift`` in training
+    Pixels moved in from outside repeat the edge row or column (MNIST's edges are background; `shift_images`). After
+    the augmentation of Karras et al. 2022 (EDM, ``training/augment.py``): the model is told ``shift`` in training
     (EDM's ``augment_labels`` into ``map_augment``) and given none when sampling, so more images teach it without
     moved digits leaking into its samples. EDM's integer translation differs in the details: it mirrors the
     image at the border, draws round(U(-1, 1) * max) and is one of several transformations. Everything stays on
     ``x``'s device: no host sync, capturable in a CUDA graph.
     """
-    b, c, h, w = x.shape
-    dev = x.device
+    b, dev = x.shape[0], x.device
     shift = torch.randint(-SHIFT_PIXELS, SHIFT_PIXELS + 1, (b, 2), generator=generator, device=dev)
     shift = shift.masked_fill(torch.rand(b, 1, generator=generator, device=dev) >= p, 0)
-    # Output row i reads input row i - dy (clamped to the edge); the same for columns.
-    rows = (torch.arange(h, device=dev) - shift[:, :1]).clamp(0, h - 1)  # [B, H]
-    cols = (torch.arange(w, device=dev) - shift[:, 1:]).clamp(0, w - 1)  # [B, W]
-    x = x.gather(2, rows[:, None, :, None].expand(b, c, h, w))
-    x = x.gather(3, cols[:, None, None, :].expand(b, c, h, w))
-    return x, shift.float() / SHIFT_PIXELS
+    return shift_images(x, shift), shift.float() / SHIFT_PIXELS
