@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 import timestep_embed
 
+from .fixtures.bits import same_bits
+
 diffusers_embeddings = pytest.importorskip("diffusers.models.embeddings")
 diffusers_embedding = diffusers_embeddings.get_timestep_embedding
 
@@ -43,12 +45,12 @@ def test_equal_for_every_option_combination(flip, shift, scale, max_period, dim)
         ours = timestep_embed.get_timestep_embedding(t, dim, flip, shift, scale, max_period)
         theirs = diffusers_embedding(t, dim, flip, shift, scale, max_period)
         assert ours.dtype == theirs.dtype == torch.float32
-        assert torch.equal(ours, theirs), name
+        assert same_bits(ours, theirs), name
 
 
 def test_defaults_match():
     t = torch.tensor([0, 1, 999])
-    assert torch.equal(timestep_embed.get_timestep_embedding(t, 32), diffusers_embedding(t, 32))
+    assert same_bits(timestep_embed.get_timestep_embedding(t, 32), diffusers_embedding(t, 32))
 
 
 @pytest.mark.parametrize("dim, flip, shift, scale", [(1280, True, 0, 1), (1281, False, 1, 1), (257, True, 1, 2.5)])
@@ -56,7 +58,7 @@ def test_large_outputs_match(dim, flip, shift, scale):
     # over 2**22 output values, all distinct: the CPU's row blocks (a last block that is not full)
     t = torch.rand((1 << 22) // dim + 7) * 1000
     ours = timestep_embed.get_timestep_embedding(t, dim, flip, shift, scale)
-    assert torch.equal(ours, diffusers_embedding(t, dim, flip, shift, scale))
+    assert same_bits(ours, diffusers_embedding(t, dim, flip, shift, scale))
 
 
 @settings(max_examples=80, deadline=None)
@@ -68,26 +70,40 @@ def test_large_outputs_match(dim, flip, shift, scale):
 )
 def test_equal_on_arbitrary_float_timesteps(t, dim, flip, shift):
     t = torch.tensor(t, dtype=torch.float32)
-    assert torch.equal(
+    assert same_bits(
         timestep_embed.get_timestep_embedding(t, dim, flip, shift), diffusers_embedding(t, dim, flip, shift)
     )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    pool=st.lists(st.floats(-1e4, 1e4, width=32) | st.sampled_from([0.0, -0.0]), min_size=1, max_size=40),
+    picks=st.lists(st.integers(0, 39), min_size=512, max_size=1500),
+    dim=st.sampled_from([16, 64, 321]),
+    flip=st.booleans(),
+)
+def test_equal_on_large_batches_of_repeated_float_timesteps(pool, picks, dim, flip):
+    # >= 512 timesteps from a small pool: the CPU's reuse path (one row per distinct value, gathered);
+    # -0.0 beside 0.0 compares equal but embeds to other bits (sin(-0.0) = -0.0)
+    t = torch.tensor([pool[i % len(pool)] for i in picks], dtype=torch.float32)
+    assert same_bits(timestep_embed.get_timestep_embedding(t, dim, flip, 1), diffusers_embedding(t, dim, flip, 1))
 
 
 @settings(max_examples=60, deadline=None)
 @given(t=st.lists(st.integers(0, 5000), min_size=1, max_size=100), dim=st.integers(4, 200), flip=st.booleans())
 def test_equal_on_arbitrary_integer_timesteps(t, dim, flip):
     t = torch.tensor(t)
-    assert torch.equal(timestep_embed.get_timestep_embedding(t, dim, flip, 1), diffusers_embedding(t, dim, flip, 1))
+    assert same_bits(timestep_embed.get_timestep_embedding(t, dim, flip, 1), diffusers_embedding(t, dim, flip, 1))
 
 
 def test_accepts_any_batch_shape_where_diffusers_takes_1d():
     t = torch.rand(3, 4) * 1000
     ours = timestep_embed.get_timestep_embedding(t, 16, True, 0)
     assert ours.shape == (3, 4, 16)
-    assert torch.equal(ours.reshape(12, 16), diffusers_embedding(t.reshape(-1), 16, True, 0))
+    assert same_bits(ours.reshape(12, 16), diffusers_embedding(t.reshape(-1), 16, True, 0))
 
 
 def test_sinusoidal_embedding_equals_diffusers_where_its_options_apply():
     t = torch.rand(100) * 1000
     for name, flags in [("ddpm", (False, 1)), ("adm", (True, 0))]:
-        assert torch.equal(timestep_embed.sinusoidal_embedding(t, 64, name), diffusers_embedding(t, 64, *flags))
+        assert same_bits(timestep_embed.sinusoidal_embedding(t, 64, name), diffusers_embedding(t, 64, *flags))

@@ -20,6 +20,8 @@ from timestep_embed import (
     sinusoidal_embedding_np,
 )
 
+from .fixtures.bits import same_bits
+
 CONVENTIONS = [
     Convention(layout, first, shift)
     for layout in ("concat", "interleaved")
@@ -239,6 +241,20 @@ def test_repeated_values_are_embedded_once_with_the_same_bits(t, precise, comput
     few = 2 * len(values) <= t.numel()  # the reuse pays only when at most half the values are distinct
     assert sum(computed_rows) == (len(values) if few else t.numel()), (len(values), computed_rows)
     assert torch.equal(emb, direct(values, 96, "adm", precise)[index].reshape(*t.shape, 96))
+
+
+@pytest.mark.parametrize("precise", [False, True])
+@pytest.mark.parametrize(
+    "t",
+    [
+        torch.tensor([0.0, -0.0] * 300),  # one value to the guards (-0.0 == 0.0), two bit patterns
+        torch.tensor([-0.0, 0.0, 5.0, 7.0] * 300),  # few distinct values, two of them zeros
+        torch.tensor([-0.0, 0.0] * 300, dtype=torch.bfloat16),
+    ],
+)
+def test_negative_zero_keeps_its_sign_in_the_reuse_path(t, precise):
+    # sin(-0.0) = -0.0: a row of -0.0 differs from a row of 0.0 in its sine columns' sign bits
+    assert same_bits(sinusoidal_embedding(t, 64, "ddpm", precise=precise), direct(t, 64, "ddpm", precise))
 
 
 def test_relative_position_identity_holds_on_the_embedding():

@@ -72,6 +72,7 @@ _DISTINCT_MIN_ROWS = 512  # below, a sort to find distinct values costs more tha
 _BLOCK_VALUES = 1 << 16  # output values per row block: a block's temporaries stay in cache
 # smaller outputs are as fast in one pass (scripts/bench_precise.py); float64 temporaries outgrow the cache sooner
 _BLOCK_MIN_VALUES = {False: 1 << 22, True: 1 << 20}
+_SAME_SIZE_INT = {2: torch.int16, 4: torch.int32, 8: torch.int64}  # float timesteps' bits, for their sort
 
 
 # ---------------------------------------------------------------------------------- frequencies
@@ -165,9 +166,13 @@ def _distinct(flat: torch.Tensor, low: float, high: float) -> tuple[torch.Tensor
     if flat.is_floating_point():
         if len(set(flat[:256].tolist())) > 64:  # the first rows are mostly distinct: skip the sort
             return None
+        # distinct bit patterns, not values: -0.0 == 0.0, yet sin(-0.0) is -0.0
+        bits, index = torch.unique(flat.view(_SAME_SIZE_INT[flat.element_size()]), return_inverse=True)
+        values = bits.view(flat.dtype)
     elif (high - low + 1) * 2 > n:  # integers: the range alone bounds the distinct count
         return None
-    values, index = torch.unique(flat, return_inverse=True)
+    else:
+        values, index = torch.unique(flat, return_inverse=True)
     return (values, index) if 2 * values.shape[0] <= n else None
 
 
@@ -204,7 +209,8 @@ def _embed(
     n = flat.shape[0]
     if value_range is None or not flat.is_cpu or t.requires_grad or n * dim < _DISTINCT_MIN_VALUES:
         emb = _direct(flat, dim, conv, precise, eager, pad, dtype)
-    elif value_range[0] == value_range[1]:  # one timestep for the whole batch
+    elif value_range[0] == value_range[1] and (value_range[0] != 0 or not flat.is_floating_point()):
+        # one timestep for the whole batch (float zeros may mix 0.0 and -0.0: the distinct path tells them apart)
         emb = _direct(flat[:1], dim, conv, precise, eager, pad, dtype).expand(n, -1).clone()
     else:
         distinct = _distinct(flat, *value_range)
