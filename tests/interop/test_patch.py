@@ -159,6 +159,91 @@ def test_to_diffusers_modules_refuses_what_diffusers_cannot_express():
         to_diffusers_modules(TimestepEmbedder(32, time_proj=FourierEmbedding.edm(8)))
 
 
+def test_to_diffusers_modules_refuses_options_whose_outputs_would_differ():
+    for proj, named in [
+        (SinusoidalEmbedding(8, precise=True), "precise=True"),
+        (SinusoidalEmbedding(9, pad_odd=False), "pad_odd=False"),
+        (SinusoidalEmbedding(8, scale=1000.0, scale_in_input_dtype=True), "scale_in_input_dtype=True"),
+        (SinusoidalEmbedding(8, max_period=100.0), "max_period=100.0"),
+        (FourierEmbedding(16, include_input=True), "include_input=True"),
+        (FourierEmbedding(16, in_features=1), "in_features=1"),
+    ]:
+        embedder = TimestepEmbedder(32, time_proj=proj)
+        with pytest.raises(ValueError, match=f"{named} has no diffusers equivalent"):
+            to_diffusers_modules(embedder)
+        with pytest.raises(ValueError, match=named):
+            export_to_diffusers(embedder, unet2d())
+    to_diffusers_modules(TimestepEmbedder(32, time_proj=SinusoidalEmbedding(8, scale_in_input_dtype=True)))  # scale 1
+
+
+def test_to_diffusers_modules_keeps_a_bfloat16_fourier_projection_in_bfloat16():
+    torch.manual_seed(0)
+    embedder = TimestepEmbedder(32, time_proj=FourierEmbedding(16)).to(torch.bfloat16)
+    proj, mlp = to_diffusers_modules(embedder)
+    assert proj.weight.dtype == torch.bfloat16
+    t = torch.tensor([0.37, 3.0, 81.5], dtype=torch.bfloat16)
+    with torch.no_grad():
+        assert torch.equal(mlp(proj(t)), embedder(t))
+
+
+def test_export_into_a_fourier_unet_refuses_other_fourier_flags():
+    unet = unet2d(time_embedding_type="fourier")  # log=True, sin first
+    for flags in ({"log": False}, {"log": True, "first": "cos"}):
+        with pytest.raises(ValueError, match="log=True, flip_sin_to_cos=False.*outputs would differ"):
+            export_to_diffusers(TimestepEmbedder(32, time_proj=FourierEmbedding(16, **flags)), unet)
+    export_to_diffusers(TimestepEmbedder(32, time_proj=FourierEmbedding(16, log=True)), unet)
+
+
+@pytest.mark.parametrize("config", [{}, {"time_embedding_type": "fourier"}])
+def test_patch_keeps_the_parameters_themselves_and_the_mode(config):
+    unet = unet2d_condition(**config)
+    unet.requires_grad_(False)
+    unet.time_embedding.linear_2.requires_grad_(True)  # a fine-tune of one layer
+    params = {name: id(p) for name, p in unet.named_parameters()}
+    optimizer = torch.optim.SGD([p for p in unet.parameters() if p.requires_grad], lr=0.1)
+    patch_diffusers_model(unet)
+    assert {name: id(p) for name, p in unet.named_parameters()} == params  # the same objects, the same names
+    assert [name for name, p in unet.named_parameters() if p.requires_grad] == [
+        "time_embedding.linear_2.weight",
+        "time_embedding.linear_2.bias",
+    ]
+    assert not any(m.training for m in unet.modules())
+    x = torch.randn(2, 1, 8, 8)
+    unet(x, torch.tensor([3.0, 50.0]), encoder_hidden_states=torch.randn(2, 3, 8)).sample.sum().backward()
+    before = unet.time_embedding.linear_2.weight.clone()
+    optimizer.step()  # built before the patch, it trains the patched model
+    assert not torch.equal(unet.time_embedding.linear_2.weight, before)
+
+
+def test_patch_keeps_diffusers_layerwise_casting():
+    unet = unet2d()
+    unet.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=torch.float32)
+    (before,) = _outputs(unet, {}, [torch.tensor([3, 917])])
+    patch_diffusers_model(unet)
+    assert unet.time_embedding.linear_1.weight.dtype == torch.float8_e4m3fn
+    assert torch.equal(_outputs(unet, {}, [torch.tensor([3, 917])])[0], before)
+
+
+def test_a_refused_patch_leaves_the_model_as_it_was():
+    unet = unet2d()
+    unet.time_embedding.act = torch.nn.Tanh()
+    with pytest.raises(ValueError, match="unsupported activation Tanh"):
+        patch_diffusers_model(unet)
+    assert type(unet.time_proj).__name__ == "Timesteps" and type(unet.time_embedding).__name__ == "TimestepEmbedding"
+
+
+def test_skyreels_float64_sinusoid_stays_diffusers(tiny_model):
+    """SkyReels-V2's sinusoid forms its frequencies as 1 / 10000 ** (k / h) in float64: not the core's formula."""
+    model, inputs, t = tiny_model("SkyReelsV2Transformer3DModel")
+    cases = [t, t.reshape(-1)[:1].reshape(())]
+    before = [tiny_model.run(model, inputs, c) for c in cases]
+    patch_diffusers_model(model)
+    assert type(model.condition_embedder.timesteps_proj).__name__ == "SkyReelsV2Timesteps"
+    assert isinstance(model.condition_embedder.time_embedder, TimestepMLP)
+    for case, expected in zip(cases, before, strict=True):
+        assert torch.equal(tiny_model.run(model, inputs, case), expected)
+
+
 MODELS = ["ddpm", "unet2d_fourier", "unet2d_learned", "stable_diffusion", "sdxl", "unet1d", "dit", "pixart", "sd3",
           "flux_dev", "flux_schnell", "wan", "hunyuan_video"]  # fmt: skip
 

@@ -88,11 +88,13 @@ def sinusoid_from_diffusers(module, num_timesteps: int | None = None) -> Sinusoi
     return SinusoidalEmbedding(module.num_channels, conv, num_timesteps=num_timesteps)
 
 
-def fourier_from_diffusers(module) -> FourierEmbedding:
+def fourier_from_diffusers(module, learnable: bool = False) -> FourierEmbedding:
     """Our [`FourierEmbedding`][timestep_embed.FourierEmbedding] for a ``GaussianFourierProjection``: the same weight in
-    the same dtype and device (a bfloat16 model forms the phase ``x * weight * 2 pi`` in bfloat16, as diffusers)."""
+    the same dtype and device (a bfloat16 model forms the phase ``x * weight * 2 pi`` in bfloat16, as diffusers); a
+    buffer, or a Parameter with ``learnable`` (diffusers keeps a Parameter that does not require a gradient)."""
     weight = module.weight.detach()
-    ours = FourierEmbedding(2 * weight.numel(), first="cos" if module.flip_sin_to_cos else "sin", log=module.log)
+    first = "cos" if module.flip_sin_to_cos else "sin"
+    ours = FourierEmbedding(2 * weight.numel(), first=first, log=module.log, learnable=learnable)
     ours = ours.to(device=weight.device, dtype=weight.dtype)  # load_state_dict copies into the buffer's dtype
     load_state_dict_checked(ours, {"weight": weight}, "GaussianFourierProjection -> FourierEmbedding")
     return ours
@@ -131,16 +133,43 @@ def _dit_sinusoid(t: torch.Tensor, dim: int, max_period: float = 10000) -> torch
     return sinusoidal_embedding(t.float(), dim, "adm", max_period=max_period)
 
 
+def _adopt(new: nn.Module, old: nn.Module) -> nn.Module:
+    """``new`` with ``old``'s own ``nn.Linear`` layers (its MLP) or parameter (Fourier features), not copies, and
+    its train/eval mode: ``requires_grad``, an optimizer built before the patch, hooks on those layers and the
+    parameters' list all stay as they were. ``new``'s names are ``old``'s (the state-dict keys)."""
+    for name, child in old.named_children():
+        if isinstance(child, nn.Linear):
+            setattr(new, name, child)
+    for name, param in old.named_parameters(recurse=False):
+        if hasattr(new, name):  # the same names: new was loaded strictly from old's state dict
+            setattr(new, name, param)
+    return new.train(old.training)
+
+
+def _replacement(module, emb, num_timesteps: int | None) -> nn.Module | None:
+    """Our module for one diffusers time-path module (``emb``: ``diffusers.models.embeddings``), or None."""
+    if isinstance(module, emb.Timesteps) or type(module).__name__ in _THETA_TIMESTEPS:
+        return sinusoid_from_diffusers(module, num_timesteps).train(module.training)
+    if isinstance(module, emb.GaussianFourierProjection):
+        return _adopt(fourier_from_diffusers(module, learnable=True), module)
+    if isinstance(module, emb.TimestepEmbedding):
+        return _adopt(mlp_from_diffusers(module), module)
+    return None
+
+
 def patch_diffusers_model(model, num_timesteps: int | None = None):
     """Replace every diffusers time-path module inside ``model`` by ours, in place; returns ``model``.
 
     ``Timesteps`` -> [`SinusoidalEmbedding`][timestep_embed.SinusoidalEmbedding] (its flags),
     ``GaussianFourierProjection`` -> [`FourierEmbedding`][timestep_embed.FourierEmbedding] (its weight),
-    ``TimestepEmbedding`` -> [`TimestepMLP`][timestep_embed.TimestepMLP] (its weights, loaded strictly), SkyReels-V2's
-    float64 ``SkyReelsV2Timesteps`` -> the precise sinusoid, the static sinusoid of a DiT-style ``TimestepEmbedder``
-    (Z-Image) -> ours. The outputs stay the same for integer, fractional, batched and scalar timesteps
-    (and per-token ones where the model takes them); the state-dict keys do not change, so
-    ``save_pretrained`` still writes a checkpoint that an unpatched model loads.
+    ``TimestepEmbedding`` -> [`TimestepMLP`][timestep_embed.TimestepMLP] (its ``nn.Linear`` layers themselves), the
+    static sinusoid of a DiT-style ``TimestepEmbedder`` (Z-Image) -> ours. The outputs stay the same for integer,
+    fractional, batched and scalar timesteps (and per-token ones where the model takes them); the state-dict keys,
+    the parameters (the same objects: ``requires_grad``, an optimizer's state) and the train/eval mode do not
+    change, so ``save_pretrained`` still writes a checkpoint that an unpatched model loads. SkyReels-V2's
+    ``SkyReelsV2Timesteps`` stays: its float64 sinusoid forms the frequencies as ``1 / 10000 ** (k / h)``, which
+    rounds other than the core's ``exp`` in some last bits. Every replacement is built before the first is made: a
+    model the patch refuses is left as it was.
 
     Args:
         model: a diffusers model (``ModelMixin``): the classes of `PATCHABLE` and those the
@@ -158,31 +187,23 @@ def patch_diffusers_model(model, num_timesteps: int | None = None):
     emb = diffusers.models.embeddings
     if num_timesteps is None and "UNet" in kind:
         num_timesteps = model.config.get("num_train_timesteps") or 1000
-    replaced = 0
+    swaps, dits = [], []
     for name, module in list(model.named_modules()):
-        if isinstance(module, emb.Timesteps) or type(module).__name__ in _THETA_TIMESTEPS:
-            new: nn.Module = sinusoid_from_diffusers(module, num_timesteps)
-        elif isinstance(module, emb.GaussianFourierProjection):
-            new = fourier_from_diffusers(module)
-        elif isinstance(module, emb.TimestepEmbedding):
-            new = mlp_from_diffusers(module)
-        elif type(module).__name__ == "SkyReelsV2Timesteps":  # get_1d_sincos_pos_embed_from_grid in float64
-            first = "cos" if module.flip_sin_to_cos else "sin"
-            new = SinusoidalEmbedding(module.num_channels, Convention("concat", first, 0.0), precise=True)
+        new = _replacement(module, emb, num_timesteps)
+        if new is not None:
+            swaps.append((name, new.to(model.device)))
         elif is_dit_style(module) and not getattr(module, "_timestep_embed_patched", False):
-            # DiT's TimestepEmbedder as Z-Image copies it: its static sinusoid gives way to ours (the
-            # mlp stays, its keys are the checkpoint's)
-            module.timestep_embedding = _dit_sinusoid
-            module._timestep_embed_patched = True
-            replaced += 1
-            continue
-        else:
-            continue
-        parent, _, child = name.rpartition(".")
-        setattr(model.get_submodule(parent) if parent else model, child, new.to(model.device))
-        replaced += 1
-    if not replaced:
+            dits.append(module)
+    if not swaps and not dits:
         raise ValueError(f"patch_diffusers_model: this {kind} holds no diffusers time-path module (patched already?)")
+    for name, new in swaps:
+        parent, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, child, new)
+    for module in dits:
+        # DiT's TimestepEmbedder as Z-Image copies it: its static sinusoid gives way to ours (the mlp stays, its
+        # keys are the checkpoint's)
+        module.timestep_embedding = _dit_sinusoid
+        module._timestep_embed_patched = True
     return model
 
 
@@ -205,12 +226,38 @@ def embedder_from_diffusers_unet(unet, num_timesteps: int | None = None) -> Time
     return embedder
 
 
+def _check_expressible(proj) -> None:
+    """Refuse by name a time projection whose numbers diffusers' ``Timesteps`` / ``GaussianFourierProjection``
+    cannot give: they would run, with other outputs or another width."""
+    if isinstance(proj, SinusoidalEmbedding):
+        flags = convention_to_diffusers(proj.convention)  # refuses what has no flags (layout, gain)
+        unlike = {
+            "max_period": (flags["max_period"], flags["max_period"] != 10000.0),  # Timesteps has 10000 only
+            "precise": (proj.precise, proj.precise),  # diffusers computes in float32
+            "pad_odd": (proj.pad_odd, not proj.pad_odd),  # diffusers pads an odd width with a zero column
+            # diffusers scales the float32 phase, not t in its dtype
+            "scale_in_input_dtype": (proj.scale_in_input_dtype, proj.scale_in_input_dtype and flags["scale"] != 1),
+        }
+    elif isinstance(proj, FourierEmbedding):
+        unlike = {
+            "fold_2pi": (proj.fold_2pi, proj.fold_2pi),  # x * (2 pi w) rounds other than diffusers' x * w * 2 pi
+            "in_features": (proj.in_features, proj.in_features is not None),  # diffusers' weight is [dim // 2]
+            "include_input": (proj.include_input, proj.include_input),  # a column more than diffusers gives
+        }
+    else:
+        raise ValueError(f"time_proj {proj!r} has no diffusers equivalent (a sinusoid or Fourier features are needed)")
+    values = ", ".join(f"{name}={value!r}" for name, (value, differs) in unlike.items() if differs)
+    if values:
+        raise ValueError(f"time_proj {proj!r}: {values} has no diffusers equivalent (its outputs would differ)")
+
+
 def to_diffusers_modules(embedder: TimestepEmbedder, ignore_time_input: bool = False):
     """diffusers ``(time_proj, time_embedding)`` with our embedder's convention and weights.
 
-    ``time_proj`` is a ``Timesteps`` (concat layout, max_period 10000 only) or a
-    ``GaussianFourierProjection`` (``fold_2pi=False`` only); ``time_embedding`` a
-    ``TimestepEmbedding`` loaded strictly with ``embedder.time_embedding``'s weights.
+    ``time_proj`` is a ``Timesteps`` (concat layout, max_period 10000, float32, odd widths padded) or a
+    ``GaussianFourierProjection`` in the weight's dtype (``fold_2pi=False``, a ``[dim // 2]`` weight, no input
+    column); anything else is refused by name. ``time_embedding`` is a ``TimestepEmbedding`` loaded strictly with
+    ``embedder.time_embedding``'s weights.
     """
     emb = require_diffusers().models.embeddings
     if embedder.time_input != "identity" and not ignore_time_input:
@@ -219,18 +266,16 @@ def to_diffusers_modules(embedder: TimestepEmbedder, ignore_time_input: bool = F
             f"{embedder.time_input!r}; map t yourself and pass ignore_time_input=True"
         )
     proj = embedder.time_proj
+    _check_expressible(proj)
     if isinstance(proj, SinusoidalEmbedding):
         flags = convention_to_diffusers(proj.convention)
-        if flags["max_period"] != 10000.0:
-            raise ValueError(f"diffusers' Timesteps has max_period 10000 only; got {flags['max_period']}")
         new_proj = emb.Timesteps(proj.dim, flags["flip_sin_to_cos"], flags["downscale_freq_shift"], flags["scale"])
-    elif isinstance(proj, FourierEmbedding) and not proj.fold_2pi:
+    else:
         new_proj = emb.GaussianFourierProjection(
             proj.dim // 2, set_W_to_weight=False, log=proj.log, flip_sin_to_cos=proj.first == "cos"
         )
+        new_proj = new_proj.to(proj.weight.dtype)  # diffusers forms the phase in the weight's dtype, as we do
         load_state_dict_checked(new_proj, {"weight": proj.weight.detach()}, "FourierEmbedding -> diffusers")
-    else:
-        raise ValueError(f"time_proj {proj!r} has no diffusers equivalent (fold_2pi=True phases round differently)")
     mlp = embedder.time_embedding
     l1, l2 = mlp.linear_1, mlp.linear_2
     new_mlp = emb.TimestepEmbedding(
@@ -263,9 +308,14 @@ def export_to_diffusers(embedder: TimestepEmbedder, unet, ignore_time_input: boo
                 f"the {kind} config describes a {unet.time_proj.num_channels}-wide sinusoid {conv}; "
                 f"the embedder has {embedder.time_proj!r}: outputs would differ"
             )
-    elif not isinstance(embedder.time_proj, FourierEmbedding):
+    elif not isinstance(embedder.time_proj, FourierEmbedding) or (proj.log, proj.flip_sin_to_cos) != (
+        unet.time_proj.log,
+        unet.time_proj.flip_sin_to_cos,
+    ):
+        theirs = f"log={unet.time_proj.log}, flip_sin_to_cos={unet.time_proj.flip_sin_to_cos}"
         raise ValueError(
-            f"the {kind} uses Fourier features (time_embedding_type='fourier'); the embedder has {embedder.time_proj!r}"
+            f"the {kind} uses Fourier features (time_embedding_type='fourier', {theirs}); the embedder has "
+            f"{embedder.time_proj!r}: outputs would differ"
         )
     load_state_dict_checked(unet.time_embedding, mlp.state_dict(), f"{kind}.time_embedding")
     if embedding_type == "fourier":

@@ -62,13 +62,16 @@ class TimestepMLP(nn.Module):
         """``sample`` ``[..., in_dim]``, optional ``condition`` ``[..., cond_dim]`` -> ``[..., out]``.
 
         Both are floating tensors on the weights' device, cast to the weights' dtype (a float32
-        sinusoid feeds a bfloat16 MLP as it is); ``condition``'s leading dims broadcast with ``sample``'s.
+        sinusoid feeds a bfloat16 MLP as it is; float8 weights, upcast by a hook, take them as they come);
+        ``condition``'s leading dims broadcast with ``sample``'s.
         """
         weight = self.linear_1.weight
         sample = check_tensor(
             sample, "sample", device=weight.device, width=self.linear_1.in_features, width_name="in_dim"
         )
-        if sample.dtype != weight.dtype:  # Tensor.to costs microseconds even as a no-op
+        # (Tensor.to costs microseconds even as a no-op.) Float8 weights are storage: a hook upcasts them to the
+        # dtype it computes in (diffusers' enable_layerwise_casting), so the sample stays as it came, as there
+        if sample.dtype != weight.dtype and weight.dtype.itemsize > 1:
             sample = sample.to(weight.dtype)
         if condition is not None:
             if self.cond_proj is None:
