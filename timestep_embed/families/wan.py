@@ -35,7 +35,9 @@ WAN21 = Family(
     classes=every("WanTransformer3DModel", "WanVACETransformer3DModel", "ChronoEditTransformer3DModel",
                   "WanAnimateTransformer3DModel"))
 
-# SkyReels-V2's keys are Wan's; its SkyReelsV2Timesteps forms the sinusoid in float64 (picked by class only)
+# SkyReels-V2's keys are Wan's; its SkyReelsV2Timesteps forms the sinusoid in float64 (picked by class only). Its
+# frequencies are 1 / 10000 ** (k / h), the precise path's exp(-ln(10000) k / h): the float64 values differ in last
+# bits, so a float32 output can round the other way (2 of 10^6 entries over t = 0..1000), a float64 one differs by ulps
 SKYREELS_V2 = Family(
     diffusers_contract(
         "skyreels_v2", "SkyReels-V2 (Wan's architecture, diffusion forcing)", "transformer_skyreels_v2",
