@@ -391,7 +391,7 @@ SETTABLE = (*SETTABLE_SECTIONS, "model.dropout=")
 
 def distill_config(teacher: RunConfig, overrides: Sequence[str] = ()) -> RunConfig:
     """The distillation's config: ``teacher``'s, with a ``consistency`` section (its defaults unless the teacher's
-    config has one), [`DISTILL_DEFAULTS`][timestep_embed.ddpm.train.DISTILL_DEFAULTS], then ``overrides``."""
+    config has one), ``DISTILL_DEFAULTS``, then ``overrides``."""
     fixed = [o for o in overrides if not str(o).startswith(SETTABLE)]
     if fixed:
         raise ConfigError(

@@ -148,7 +148,7 @@ class TimestepContract:
     """The time path of one model family, from the scheduler's value to the blocks.
 
     Attributes:
-        name: the key in [`CONTRACTS`][timestep_embed.families.registry.CONTRACTS].
+        name: the key in ``CONTRACTS`` ([`registry`][timestep_embed.families.registry]).
         family: the models it covers, in words.
         sources: ``repository: path`` of every file it was read from.
         raw: what the scheduler or sampler produces, in words (``"integer step t in 0..999"``).

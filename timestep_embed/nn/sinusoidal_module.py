@@ -32,8 +32,12 @@ class SinusoidalEmbedding(nn.Module):
         dim: output width (odd widths end with a zero column, unless ``pad_odd=False``).
         convention: preset name or [`Convention`][timestep_embed.Convention]; default ``"adm"`` (``[cos | sin]``, shift
             0).
-        layout, first, freq_shift, max_period, scale, gain: override that field of ``convention``
-            (``layout``: ``"concat"`` or ``"interleaved"``; ``first``: ``"sin"`` or ``"cos"``).
+        layout: overrides ``convention``'s layout: ``"concat"`` or ``"interleaved"``.
+        first: overrides which half comes first: ``"sin"`` or ``"cos"``.
+        freq_shift: overrides ``convention``'s frequency shift.
+        max_period: overrides ``convention``'s max period.
+        scale: overrides ``convention``'s input scale.
+        gain: overrides ``convention``'s output gain.
         precise: float64 phase and sin/cos, rounded once (see the core).
         num_timesteps: T of the integer-step cache (None: no cache).
         pad_odd: False: an odd ``dim`` gives ``dim - 1`` columns (lucidrains, EDM); see `out_dim`.
