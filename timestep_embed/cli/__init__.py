@@ -177,6 +177,8 @@ def _detect(args) -> int:
 
 def _figures(args) -> int:
     names = args.only
+    if names and "time_mlp" in names and args.checkpoint is None:
+        raise ValueError("--only time_mlp: the embedding after a trained MLP needs --checkpoint RUN")
     paths = make_figures(
         args.out,
         args.convention,

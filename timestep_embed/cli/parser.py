@@ -41,8 +41,9 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescription
 
 
 def _count(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of processes >= 1, got {text!r}")
+    """An int >= 1 (argparse names the option in its error)."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}")
     return int(text)
 
 
@@ -153,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-references", action="store_true", help="skip the real-vs-real and noise rows")
     default = ClassifierConfig()
     for name in ("epochs", "width", "seed"):
-        p.add_argument(f"--classifier-{name}", type=int, default=getattr(default, name), help=f"evaluator {name}")
+        kind = int if name == "seed" else _count
+        p.add_argument(f"--classifier-{name}", type=kind, default=getattr(default, name), help=f"evaluator {name}")
 
     p = command(
         "compare",
@@ -162,8 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", default="runs/compare", help="folder for compare.md and compare.json")
     p.add_argument("--presets", nargs="+", default=list(BASE_PRESETS), choices=sorted(PRESETS), metavar="PRESET")
-    p.add_argument("--dims", nargs="+", type=int, default=list(DIMS), help="widths")
-    p.add_argument("-n", type=int, default=256, help="timesteps per row")
+    p.add_argument("--dims", nargs="+", type=_count, default=list(DIMS), help="widths")
+    p.add_argument("-n", type=_count, default=256, help="timesteps per row")
 
     p = command(
         "inspect",
@@ -203,9 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a run folder or its checkpoint: also draw its trained time embedding (time_mlp.png)",
     )
     p.add_argument("--convention", default="adm", choices=sorted(PRESETS), help="preset")
-    p.add_argument("--dim", type=int, default=128, help="embedding width")
-    p.add_argument("--positions", type=int, default=1000, help="number of positions")
-    p.add_argument("--dpi", type=int, default=110, help="resolution of the PNGs")
+    p.add_argument("--dim", type=_count, default=128, help="embedding width")
+    p.add_argument("--positions", type=_count, default=1000, help="number of positions")
+    p.add_argument("--dpi", type=_count, default=110, help="resolution of the PNGs")
     p.add_argument(
         "--only",
         nargs="+",

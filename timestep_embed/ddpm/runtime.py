@@ -123,7 +123,10 @@ def resolve_device(device: str = "auto") -> str:
     if device not in available:
         raise ValueError(f"device = {device!r}: expected one of {', '.join(DEVICES)}")
     if not available[device]:
-        raise ValueError(f"device = {device!r} but this torch build sees no {device} device (use 'auto' or 'cpu')")
+        raise ValueError(
+            f"device {device!r} (train.device, or --device): this torch build sees no {device} device; use 'auto' "
+            "or 'cpu'"
+        )
     return device
 
 

@@ -225,7 +225,8 @@ def _chunk_order(x: torch.Tensor, y: torch.Tensor) -> str | None:
         if len(order) == n and order != list(range(n)):
             return (
                 f"modulation order: the same {n} chunks in another order (candidate chunk i is reference chunk "
-                f"order[i], order = {order}; e.g. shift and scale swapped, as converters must undo with swap_scale_shift)"
+                f"order[i], order = {order}; e.g. shift and scale swapped, as converters must undo with "
+                "swap_scale_shift)"
             )
     return None
 
