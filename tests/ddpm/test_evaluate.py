@@ -64,10 +64,16 @@ def test_prepare_samples_shapes_and_ranges():
     assert evaluate.prepare_samples(np.zeros((4, 28, 28), np.float32)).shape == (4, 1, 28, 28)
     with pytest.raises(ValueError, match=r"expected \[-1, 1\]"):
         evaluate.prepare_samples(torch.full((2, 1, 28, 28), 255.0))
-    with pytest.raises(ValueError, match="expected"):
+    with pytest.raises(ValueError, match=r"expected \[N, 1, 28\|32, 28\|32\] or \[N, 28\|32, 28\|32\]"):
         evaluate.prepare_samples(torch.zeros(2, 3, 28, 28))
-    with pytest.raises(ValueError, match="finite"):
+    with pytest.raises(ValueError, match="2 of 2 images hold NaN or inf"):
         evaluate.prepare_samples(torch.full((2, 1, 28, 28), float("nan")))
+    one_pixel = torch.zeros(3, 1, 28, 28)
+    one_pixel[1, 0, 5, 5] = float("inf")
+    with pytest.raises(ValueError, match="1 of 3 images hold NaN or inf"):
+        evaluate.prepare_samples(one_pixel)
+    with pytest.raises(ValueError, match="need at least 2 images, got 1"):
+        evaluate.prepare_samples(torch.zeros(1, 1, 28, 28))
 
 
 # --------------------------------------------------------------------------- classifier and cache

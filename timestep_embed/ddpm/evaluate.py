@@ -121,9 +121,12 @@ def prepare_samples(samples: torch.Tensor | np.ndarray) -> torch.Tensor:
     if x.ndim == 3:
         x = x[:, None]
     if x.ndim != 4 or x.shape[1] != 1 or x.shape[-1] not in (28, 32) or x.shape[-2] != x.shape[-1]:
-        raise ValueError(f"samples of shape {tuple(x.shape)}: expected [N, 1, 28, 28] or [N, 1, 32, 32]")
-    if len(x) < 2 or not torch.isfinite(x).all():
-        raise ValueError(f"samples: need at least 2 finite images, got {len(x)} (or NaN/inf values)")
+        raise ValueError(f"samples of shape {tuple(x.shape)}: expected [N, 1, 28|32, 28|32] or [N, 28|32, 28|32]")
+    if len(x) < 2:
+        raise ValueError(f"samples: need at least 2 images, got {len(x)}")
+    broken = int((~torch.isfinite(x.flatten(1))).any(1).sum())
+    if broken:
+        raise ValueError(f"samples: {broken} of {len(x)} images hold NaN or inf values")
     if x.min() < -1 or x.max() > 1:  # what a sampler gives is clipped to [-1, 1]: other values are another scale
         raise ValueError(
             f"samples range [{x.min():.3g}, {x.max():.3g}]: expected [-1, 1] (pixel / 127.5 - 1); clip them first"
