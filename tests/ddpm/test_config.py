@@ -320,3 +320,10 @@ def test_rectified_flow_needs_its_sampler_and_no_min_snr():
         RunConfig.load(None, ["sample.sampler=euler"])
     with pytest.raises(ConfigError, match="set diffusion.min_snr_gamma=null"):
         RunConfig.load(None, [flow[0], flow[2]])
+
+
+def test_the_flow_errors_quote_the_overrides_that_train_a_flow_model():
+    for partial in (["diffusion.prediction=flow"], ["diffusion.prediction=flow", "diffusion.min_snr_gamma=null"]):
+        with pytest.raises(ConfigError, match=config_module.FLOW_OVERRIDES):
+            load_config(None, RunConfig, partial)
+    assert load_config(None, RunConfig, config_module.FLOW_OVERRIDES.split()).sample.sampler == "euler"

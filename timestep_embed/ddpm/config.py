@@ -61,6 +61,9 @@ __all__ = [
     "stored_config",
 ]
 
+# what rectified flow takes besides the prediction: the config's errors quote it whole
+FLOW_OVERRIDES = "diffusion.prediction=flow diffusion.min_snr_gamma=null sample.sampler=euler"
+
 DEFAULT_CONFIG = "mnist"  # configs/mnist.yaml: the default MNIST run (the dataclass defaults)
 
 
@@ -108,7 +111,7 @@ class DiffusionConfig:
         if self.prediction == "flow" and (self.min_snr_gamma is not None or self.continuous):
             raise ConfigError(
                 "diffusion.prediction = 'flow' has its own time distribution and weighting: set "
-                "diffusion.min_snr_gamma=null (and diffusion.continuous=false)"
+                f"diffusion.min_snr_gamma=null (and diffusion.continuous=false); {FLOW_OVERRIDES} trains one"
             )
         if self.lognormal_mean is not None and (self.continuous or self.prediction == "flow"):
             raise ConfigError(
@@ -229,7 +232,8 @@ class RunConfig:
         if (d.prediction == "flow") != (s.sampler == "euler"):
             raise ConfigError(
                 f"diffusion.prediction = {d.prediction!r} with sample.sampler = {s.sampler!r}: rectified flow "
-                "(prediction flow) samples with sample.sampler=euler, and euler samples only flow models"
+                f"(prediction flow) samples with sample.sampler=euler, and euler samples only flow models; "
+                f"{FLOW_OVERRIDES} trains one"
             )
         if s.sampler == "heun" and d.schedule == "cosine" and s.spacing != "karras":
             # The cosine schedule ends at abar ~2e-9, so Heun would start at sigma ~2e4, where its
