@@ -158,6 +158,15 @@ def test_resume_of_a_finished_run_trains_nothing_and_keeps_everything(tmp_path, 
         assert (run / name).read_bytes() == files_before[name], name
 
 
+def test_resume_past_a_smaller_budget_says_so_and_shows_no_progress_past_the_end(tmp_path, caplog):
+    run = tmp_path / "run"
+    run_training(SMOKE, run, overrides=FAST, progress=False, callback=lambda n, *_: n >= 3)
+    with caplog.at_level("INFO", logger="timestep_embed"):
+        metrics = run_training(SMOKE, run, overrides=fast("train.steps=2"), progress=True, resume=True)
+    assert metrics["train_steps"] == 3 and "step 3: the run is past its budget (train.steps = 2)" in caplog.text
+    assert "train: 3/2" not in caplog.text  # (the progress lines off a terminal)
+
+
 def test_resume_after_an_interruption_during_sampling_does_only_what_is_missing(tmp_path):
     run = finished_run(tmp_path)
     weights = (run / "checkpoint.safetensors").read_bytes()

@@ -207,9 +207,12 @@ def train_loop(
 
     # train.compile: step-graph replays one_step as one CUDA graph (run_training checks: one process on CUDA)
     run_step = GraphedStep(one_step, opt, gen) if t.compile == "step-graph" else one_step
-    logbook = TrainingLog(out_dir if rt.is_main else None, t, step, elapsed, show=progress)
-    last_checkpoint, interrupted = time.time(), False
     done = budget.progress(step) >= 1  # a finished run resumed trains nothing more
+    if done:  # (no progress bar past its end)
+        log.info("step %d: the run is past its budget (%s): nothing more to train", step,
+                 f"train.steps = {t.steps}" if t.steps else f"train.minutes = {t.minutes}")  # fmt: skip
+    logbook = TrainingLog(out_dir if rt.is_main else None, t, step, elapsed, show=progress and not done)
+    last_checkpoint, interrupted = time.time(), False
     try:
         while not done:
             # Learning rate: linear warmup, then cosine decay over the budget (steps or the clock).
