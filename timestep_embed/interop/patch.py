@@ -271,6 +271,7 @@ def to_diffusers_modules(embedder: TimestepEmbedder, ignore_time_input: bool = F
         flags = convention_to_diffusers(proj.convention)
         new_proj = emb.Timesteps(proj.dim, flags["flip_sin_to_cos"], flags["downscale_freq_shift"], flags["scale"])
     else:
+        assert isinstance(proj, FourierEmbedding)  # _check_expressible refused the rest
         new_proj = emb.GaussianFourierProjection(
             proj.dim // 2, set_W_to_weight=False, log=proj.log, flip_sin_to_cos=proj.first == "cos"
         )
