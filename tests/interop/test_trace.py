@@ -101,6 +101,15 @@ def test_a_wrong_convention_is_flagged_against_the_contract():
     assert trace_time_path(TimestepEmbedder(64), torch.tensor([1, 500]), contract="stable_diffusion").flags == []
 
 
+def test_non_finite_timesteps_are_flagged_not_refused_and_the_other_checks_judge_the_finite_ones():
+    model, inputs, _ = build("ddpm")
+    for t, what in ((torch.tensor([float("nan"), 5.0]), "1 NaN"), (torch.tensor([float("inf"), 5.0]), "1 infinite")):
+        trace = trace_time_path(model, t, inputs, contract="ddpm")
+        assert trace.flags == [f"non-finite: the timestep is given with {what} of 2 values"], trace.flags
+    wrong = trace_time_path(model, torch.tensor([float("nan"), 5.0e6]), inputs, contract="ddpm")
+    assert [f.split(":")[0] for f in wrong.flags] == ["non-finite", "range"], wrong.flags
+
+
 def test_our_unet_and_embedder_are_traced():
     unet = UNet(UNetConfig(image_size=8, channels=(16, 32), emb_dim=32)).eval()
     trace = trace_time_path(unet, torch.tensor([3, 700]), {"x": torch.randn(2, 1, 8, 8)}, timestep_arg="t")

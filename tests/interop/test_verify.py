@@ -7,6 +7,9 @@ and checks that the verdict's first differing stage and its cause say so.
 from __future__ import annotations
 
 import copy
+import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -14,6 +17,7 @@ from torch import nn
 
 from timestep_embed import Convention, TimestepEmbedder, sinusoidal_embedding
 from timestep_embed.interop import get_contract, mlp_from_diffusers, trace_time_path, verify_port
+from timestep_embed.interop.allowance import _growth
 
 from .conftest import build
 
@@ -266,3 +270,49 @@ def test_stages_in_common_past_the_timestep_are_required():
         stage.label = "guidance"  # nothing but the timestep shares a key with the reference's stages
     with pytest.raises(ValueError, match="record no stage in common past the timestep"):
         verify_port(reference, other, T8)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_integer_steps_scaled_by_1000_are_not_taken_for_a_respaced_index(dtype):
+    """t * 1000 of integer steps keeps their order, as a respaced index does; the constant 1000 names it."""
+    reference = TimestepEmbedder(64, 16)
+    t = torch.tensor([3, 250, 500, 917], dtype=dtype)
+    verdict = verify_port(reference, copy.deepcopy(reference), t, candidate_timesteps=t * 1000)
+    assert verdict.causes[0].startswith("scaled by 1000 twice: the candidate feeds 1000 x the reference's integers")
+    back = verify_port(reference, copy.deepcopy(reference), t * 1000, candidate_timesteps=t)
+    assert back.causes[0].startswith("t in [0, 1] where t * 1000 is expected"), back.causes
+    respaced = verify_port(reference, copy.deepcopy(reference), t, candidate_timesteps=t // 10)
+    assert respaced.causes[0].startswith("respaced index for the original step"), respaced.causes
+
+
+def growth_over_all_pairs(before: torch.Tensor, after: torch.Tensor) -> float:
+    """The growth as one [N, N, width] difference of every pair of rows (memory quadratic in N)."""
+    x, y = before.double().reshape(len(before), -1), after.double().reshape(len(after), -1)
+    dx = (x[:, None] - x[None]).abs().amax(-1)
+    dy = (y[:, None] - y[None]).abs().amax(-1)
+    return float((dy[dx > 0] / dx[dx > 0]).max())
+
+
+def test_the_growth_between_stages_equals_the_all_pairs_formula_for_any_block():
+    torch.manual_seed(0)
+    before = torch.randn(37, 6)
+    before[5] = before[2]  # a repeated row: a pair with no difference is left out
+    after = torch.tanh(before @ torch.randn(6, 9))
+    expected = growth_over_all_pairs(before, after)
+    for block in (None, 1, 2, 5, 36, 37, 100):
+        assert _growth(before, after, block) == expected
+    assert _growth(before[:1].expand(4, 6), after[:4]) == math.inf  # one distinct row: unknown
+
+
+def test_the_growth_between_stages_takes_memory_linear_in_the_rows():
+    """800 rows of width 512: every pair at once is 2.6 GB a difference; a block of rows stays small."""
+    code = (
+        "import resource, torch\n"
+        "from timestep_embed.interop.allowance import _growth\n"
+        "x = torch.randn(800, 512, dtype=torch.float64); y = x.tanh()\n"
+        "start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "_growth(x, y)\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - start) // 1024)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(out.stdout) < 300, f"_growth raised the peak memory by {out.stdout.strip()} MB"

@@ -23,6 +23,7 @@ __all__ = ["stage_allowance", "stage_values"]
 
 _ULPS = 4  # the phase's rounding, the frequency's (one ulp or two in another float order), sin's own
 _GROWTH = 10.0  # margin on the measured growth of a rounding difference from one stage to the next
+_PAIRS = 2**22  # row differences (pairs x width) formed at once in `_growth`: 32 MB of float64
 
 
 def stage_values(stage: Stage) -> torch.Tensor:
@@ -69,14 +70,22 @@ def _sinusoid(a: Stage, b: Stage, in_a: Stage | None, in_b: Stage | None, base: 
 _BEFORE = {"time embedding": "sinusoid", "modulation": "time embedding", "output": "modulation"}
 
 
-def _growth(before: torch.Tensor, after: torch.Tensor) -> float:
+def _growth(before: torch.Tensor, after: torch.Tensor, block: int | None = None) -> float:
     """How much a difference between two rows of ``before`` grows into in ``after``: the largest ratio of
-    row differences (max norm) over pairs of the reference's rows; inf with fewer than 2 distinct rows."""
+    row differences (max norm) over pairs of the reference's rows; inf with fewer than 2 distinct rows.
+    The pairs are taken ``block`` rows at a time against the rows after them (default: about ``_PAIRS``
+    values at once), so memory grows with the rows, not with their square."""
     if before.dim() == 0 or after.dim() == 0 or before.shape[0] != after.shape[0] or before.shape[0] < 2:
         return math.inf
     x = before.detach().double().reshape(before.shape[0], -1)
     y = after.detach().double().reshape(after.shape[0], -1)
-    dx = (x[:, None] - x[None]).abs().amax(-1)
-    dy = (y[:, None] - y[None]).abs().amax(-1)
-    ratios = dy[dx > 0] / dx[dx > 0]
-    return float(ratios.max()) if ratios.numel() else math.inf
+    n = x.shape[0]
+    rows = block or max(1, _PAIRS // (n * max(1, x.shape[1], y.shape[1])))
+    largest = []
+    for i in range(0, n, rows):
+        dx = (x[i : i + rows, None] - x[None, i:]).abs().amax(-1)
+        dy = (y[i : i + rows, None] - y[None, i:]).abs().amax(-1)
+        moved = dx > 0
+        if bool(moved.any()):
+            largest.append((dy[moved] / dx[moved]).max())
+    return float(torch.stack(largest).max()) if largest else math.inf

@@ -207,10 +207,15 @@ def _shifted_again(x: torch.Tensor, y: torch.Tensor, a: Stage) -> str | None:
 
 
 def _respaced(x: torch.Tensor, y: torch.Tensor, a: Stage) -> str | None:
-    """An index into a respaced schedule (0..S-1) fed where the original step (0..T-1) is expected."""
+    """An index into a respaced schedule (0..S-1) fed where the original step (0..T-1) is expected.
+
+    Exactly 1000 x the other side is not a respacing (that would be T = 1000 S): it is left to
+    [`relate`][timestep_embed.analysis.relation.relate], which names it scaled by 1000 twice."""
     for small, big, side in ((y, x, "candidate"), (x, y, "reference")):
         whole = bool((small == small.round()).all()) and bool((big == big.round()).all())
         if not whole or small.unique().numel() < 3 or float(small.max()) >= float(big.max()) / 2:
+            continue
+        if torch.equal(big, small * 1000):
             continue
         if torch.equal(torch.argsort(small.reshape(-1)), torch.argsort(big.reshape(-1))) and float(small.min()) >= 0:
             return (

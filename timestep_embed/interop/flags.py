@@ -1,6 +1,7 @@
 """The flags [`trace_time_path`][timestep_embed.interop.trace_time_path] raises on recorded stages: a timestep rounded
-by a 16-bit dtype, a value outside the range the contract expects (1000 x off), the scale applied twice, a sinusoid
-that is not the contract's convention."""
+by a 16-bit dtype, a NaN or infinite timestep, a value outside the range the contract expects (1000 x off), the
+scale applied twice, a sinusoid that is not the contract's convention. The contract, range and convention checks
+judge the finite values only: the non-finite ones are flagged on their own."""
 
 from __future__ import annotations
 
@@ -24,6 +25,12 @@ def flag_stages(stages: list[Stage], contract: TimestepContract | None) -> list[
     flags: list[str] = []
     given = stages[0].value if stages and stages[0].kind == "timestep" else None
     inputs = [s for s in stages if s.kind == "sinusoid input"]
+    # a non-finite timestep given, else one its model's map makes (ln(0)): named where it starts
+    starts = stages[:1] if given is not None and not _finite(given) else inputs
+    for s in starts:
+        if not _finite(s.value):
+            where = "is given" if s.kind == "timestep" else f"reaches the sinusoid [{s.module}]"
+            flags.append(f"non-finite: the {s.label} {where} with {_nonfinite_text(s.value)}")
     for s in inputs:
         v = s.value
         if v.dtype in _HALF:
@@ -37,17 +44,18 @@ def flag_stages(stages: list[Stage], contract: TimestepContract | None) -> list[
     main = next(iter(same_size or timestep_inputs), None)
     if main is not None and given is not None and contract is not None:
         expected = contract.to_sinusoid(given, main.value.dtype if main.value.is_floating_point() else torch.float32)
-        if expected.shape == main.value.shape and not torch.equal(expected.to(main.value.dtype), main.value):
+        if expected.shape == main.value.shape and not _same(expected.to(main.value.dtype), main.value):
             how = relate(expected, main.value) or "no known map"
             flags.append(
                 f"contract: the sinusoid input is not what {contract.name} computes from this timestep ({how})"
             )
         low, high = contract.value_range()
         v = main.value.double()
+        v = v[v.isfinite()]
         margin = 0.01 * (high - low) + 1e-6
         largest = float(v.abs().max()) if v.numel() else 0.0
         fractional = bool((v != v.round()).any())
-        if (
+        if v.numel() and (
             float(v.min()) < low - margin
             or float(v.max()) > high + margin
             or (
@@ -75,6 +83,24 @@ def _spacing_text(v: torch.Tensor) -> str:
     return f"values up to {largest:g} are {spacing:g} apart there"
 
 
+def _nonfinite_text(v: torch.Tensor) -> str:
+    bad = ~v.isfinite()
+    nans = int(v.isnan().sum())
+    what = f"{nans} NaN" if nans else ""
+    if int(bad.sum()) > nans:
+        what += (" and " if nans else "") + f"{int(bad.sum()) - nans} infinite"
+    return f"{what} of {v.numel()} values"
+
+
+def _finite(v: torch.Tensor) -> bool:
+    return not v.is_floating_point() or bool(v.isfinite().all())
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """``torch.equal``, with NaN equal to NaN."""
+    return bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
 def _range_hint(largest: float, high: float) -> str:
     if high > 0 and 500 <= largest / high <= 2000:
         return ": 1000 x too large, scaled by 1000 twice?"
@@ -88,8 +114,15 @@ def _convention_flags(stages: list[Stage], contract: TimestepContract | None) ->
         return []
     for i, s in enumerate(stages):
         if s.kind == "sinusoid input" and s.label == "timestep" and i + 1 < len(stages):
-            out = stages[i + 1].value
-            ours = sinusoidal_embedding(s.value.float(), out.shape[-1], contract.convention)
+            x, out = s.value.float(), stages[i + 1].value
+            finite = x.isfinite()
+            if not bool(finite.all()):  # flagged as non-finite: judge the finite rows
+                if out.shape[:-1] != x.shape:
+                    return []
+                x, out = x[finite], out[finite]
+            if not x.numel():
+                return []
+            ours = sinusoidal_embedding(x, out.shape[-1], contract.convention)
             if ours.shape != out.shape or not torch.allclose(ours, out.float(), atol=1e-4):
                 return [f"convention: the sinusoid [{s.module}] is not {contract.name}'s {contract.convention}"]
             return []
