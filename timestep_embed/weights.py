@@ -14,6 +14,7 @@ import json
 import os
 import re
 import struct
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import torch
@@ -33,6 +34,8 @@ __all__ = [
     "save_pretrained",
     "resolve_pretrained",
     "read_json",
+    "read_shard_index",
+    "locate_keys",
     "load_pretrained",
     "push_folder_to_hub",
 ]
@@ -252,6 +255,46 @@ def read_json(path: Path, limit: int = MAX_JSON_BYTES, depth: int = MAX_JSON_DEP
     return data
 
 
+def read_shard_index(index: Path) -> dict[str, str]:
+    """The ``weight_map`` of a shard index (``*.safetensors.index.json``): each key's file, a name in the index's
+    folder; ValueError naming the index otherwise."""
+    shards = read_json(index).get("weight_map")
+    if not isinstance(shards, dict) or not shards:
+        raise ValueError(f"{index}: no weight_map of each key's file in this folder, got {shards!r:.80}")
+    for key, shard in shards.items():
+        if not isinstance(shard, str) or not shard or Path(shard).name != shard:
+            raise ValueError(f"{index}: the shard {shard!r:.80} of {key!r} is not a file name in this folder")
+    return shards
+
+
+def locate_keys(
+    files: Mapping[Path, Iterable[str]], index_file: Path | None = None, index: Mapping[str, str] | None = None
+) -> dict[str, Path]:
+    """The file holding each key of ``files`` (each file's keys). CheckpointError, naming the key, when a key is
+    in two files (a reader would keep the last one read), or, with the shard ``index`` read from ``index_file``,
+    when the shards do not hold exactly the keys it lists, each in the file it names (a shard of another
+    download, or one cut short): the one check of every reader of several weights files."""
+    where: dict[str, Path] = {}
+    for file, keys in files.items():
+        for key in keys:
+            if key in where:
+                raise CheckpointError(f"{key!r} is in two files, {where[key]} and {file}; a checkpoint holds it once")
+            where[key] = file
+    if index is None:
+        return where
+    wrong = [k for k, file in index.items() if k not in where or where[k].name != file]
+    wrong += [k for k in where if k not in index]
+    if wrong:
+        k = wrong[0]
+        said = f"in {index[k]}" if k in index else "not listed"
+        found = f"in {where[k].name}" if k in where else "in no shard"
+        raise CheckpointError(
+            f"{index_file} and its shards disagree on {len(wrong)} key(s), e.g. {k!r}: the index has it {said}, "
+            f"it is {found}; download the folder again"
+        )
+    return where
+
+
 def _variant(name: str, variant: str | None) -> str:
     """diffusers' name of a variant's file: the variant before the last suffix (``diffusion_pytorch_model.fp16
     .safetensors``, ``diffusion_pytorch_model.safetensors.index.fp16.json``)."""
@@ -263,7 +306,8 @@ def _variant(name: str, variant: str | None) -> str:
 
 def _read_weights(folder: Path, sha256: str | None = None, variant: str | None = None) -> dict[str, torch.Tensor]:
     """Every tensor of a pretrained folder: ``model.safetensors`` (refused unless its sha256 is ``sha256``, when
-    given), diffusers' ``diffusion_pytorch_model.safetensors``, or the shards an ``*.safetensors.index.json`` lists;
+    given), diffusers' ``diffusion_pytorch_model.safetensors``, or the shards an ``*.safetensors.index.json`` lists
+    (each key in the shard it names, `locate_keys`);
     with ``variant`` (``"fp16"``), diffusers' files of that variant."""
     for name in (PRETRAINED_WEIGHTS, DIFFUSERS_WEIGHTS):
         file = folder / _variant(name, variant)
@@ -272,15 +316,10 @@ def _read_weights(folder: Path, sha256: str | None = None, variant: str | None =
     for name in (PRETRAINED_WEIGHTS, DIFFUSERS_WEIGHTS):
         index = folder / _variant(f"{name}.index.json", variant)
         if index.is_file():
-            shards = read_json(index).get("weight_map")
-            if not isinstance(shards, dict):
-                raise ValueError(f"{index}: no weight_map")
-            tensors: dict[str, torch.Tensor] = {}
-            for shard in sorted(set(shards.values())):
-                if not isinstance(shard, str) or Path(shard).name != shard:
-                    raise ValueError(f"{index}: the shard {shard!r} is not a file name in this folder")
-                tensors.update(load_safetensors(folder / shard)[0])  # each header checked first
-            return tensors
+            shards = read_shard_index(index)
+            loaded = {folder / s: load_safetensors(folder / s)[0] for s in sorted(set(shards.values()))}
+            locate_keys(loaded, index, shards)
+            return {k: v for tensors in loaded.values() for k, v in tensors.items()}
     found = sorted(p.name for p in folder.glob("*.safetensors"))
     hint = f"; it holds {found}" + ("" if variant else ": a diffusers variant's files load with variant='fp16' ...")
     raise FileNotFoundError(
@@ -303,7 +342,8 @@ def load_pretrained(
     ``config`` is the flat ``config.json`` (``_class_name`` included). Folders written before the flat
     format (``{"class": kind, "config": {...}}``) still load: their config is returned flat (a UNet's
     ``{"model": ..., "run": ...}`` as the model's fields plus ``"run"``). With ``kind``, a folder of another
-    class is refused by name. Raises FileNotFoundError or ValueError naming the folder and what is wrong.
+    class is refused by name. Raises FileNotFoundError or ValueError naming the folder and what is wrong (a
+    ``CheckpointError`` for the weights: a corrupt file, a key in two shards or not in the shard the index names).
     """
     if variant is not None and not (isinstance(variant, str) and re.fullmatch(r"[A-Za-z0-9_-]+", variant)):
         raise ValueError(f"variant must be a name such as 'fp16', got {variant!r}")
@@ -316,6 +356,11 @@ def load_pretrained(
     config = read_json(config_file)
     if "class" in config and isinstance(config.get("config"), dict) and "_class_name" not in config:
         nested = config["config"]
+        if "model" in nested and not isinstance(nested["model"], dict):
+            raise ValueError(
+                f"{config_file}: config.model must be an object of the model's fields (the format before the flat "
+                f"config.json), got {type(nested['model']).__name__} {nested['model']!r:.80}"
+            )
         flat = {**nested.get("model", {}), "run": nested.get("run")} if "model" in nested else dict(nested)
         config = {**flat, "_class_name": config["class"]}
     found = config.get("_class_name")

@@ -14,7 +14,7 @@ from timestep_embed import Convention, FourierEmbedding, SinusoidalEmbedding, Ti
 from timestep_embed.ddpm.config import UNetConfig
 from timestep_embed.ddpm.unet import UNet
 from timestep_embed.nn import InModelDtype, TimestepMLP
-from timestep_embed.weights import MAX_JSON_BYTES, load_pretrained, read_json
+from timestep_embed.weights import MAX_JSON_BYTES, CheckpointError, load_pretrained, read_json
 
 T = torch.tensor([0.25, 0.5, 2.0])
 
@@ -204,3 +204,50 @@ def test_importing_the_package_does_not_import_huggingface_hub():
     code = "import sys, timestep_embed, timestep_embed.nn; print('huggingface_hub' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def write_shards(folder, shards: dict, index: dict) -> None:
+    from safetensors.torch import save_file
+
+    folder.mkdir()
+    for name, tensors in shards.items():
+        save_file(tensors, str(folder / name))
+    (folder / "diffusion_pytorch_model.safetensors.index.json").write_text(json.dumps({"weight_map": index}))
+    (folder / "config.json").write_text(json.dumps({"_class_name": "UNet2DModel", "_diffusers_version": "0.30"}))
+
+
+def test_shards_are_read_by_their_index_and_each_key_is_in_one_file(tmp_path):
+    """The loader and `inspect` share one check: a key in two shards is refused (the last read would win), and
+    the shards must hold exactly the keys the index lists, each in the file it names."""
+    w, b = "time_embedding.linear_1.weight", "time_embedding.linear_1.bias"
+    a_file, b_file = {w: torch.zeros(2, 2)}, {b: torch.ones(2)}
+    write_shards(tmp_path / "good", {"a.safetensors": a_file, "b.safetensors": b_file},
+                 {w: "a.safetensors", b: "b.safetensors"})  # fmt: skip
+    assert sorted(load_pretrained(tmp_path / "good")[1]) == [b, w]
+    write_shards(tmp_path / "twice", {"a.safetensors": a_file, "b.safetensors": {w: torch.ones(2, 2)}},
+                 {w: "a.safetensors", "x": "b.safetensors"})  # fmt: skip
+    with pytest.raises(CheckpointError, match=rf"'{w}' is in two files, .*a.safetensors and .*b.safetensors"):
+        load_pretrained(tmp_path / "twice")
+    write_shards(tmp_path / "moved", {"a.safetensors": a_file, "b.safetensors": b_file},
+                 {w: "b.safetensors", b: "a.safetensors"})  # fmt: skip
+    with pytest.raises(CheckpointError, match=rf"index.json and its shards disagree on 2 key\(s\), e.g. '{w}': "
+                       "the index has it in b.safetensors, it is in a.safetensors"):  # fmt: skip
+        load_pretrained(tmp_path / "moved")
+    write_shards(tmp_path / "unlisted", {"a.safetensors": {**a_file, "extra": torch.ones(1)}, "b.safetensors": b_file},
+                 {w: "a.safetensors", b: "b.safetensors"})  # fmt: skip
+    with pytest.raises(CheckpointError, match="e.g. 'extra': the index has it not listed, it is in a.safetensors"):
+        load_pretrained(tmp_path / "unlisted")
+    write_shards(tmp_path / "dotdot", {"a.safetensors": a_file}, {w: "../a.safetensors"})
+    with pytest.raises(ValueError, match=r"the shard '../a.safetensors' of '.*' is not a file name in this folder"):
+        load_pretrained(tmp_path / "dotdot")
+
+
+def test_a_legacy_config_whose_model_is_not_an_object_is_named(tmp_path):
+    from safetensors.torch import save_file
+
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "config.json").write_text(json.dumps({"class": "UNet", "config": {"model": [1, 2]}}))
+    save_file({"w": torch.zeros(1)}, str(tmp_path / "e" / "model.safetensors"))
+    with pytest.raises(ValueError, match=r"config.json: config.model must be an object of the model's fields .* got "
+                       r"list \[1, 2\]"):  # fmt: skip
+        load_pretrained(tmp_path / "e")

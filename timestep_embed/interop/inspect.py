@@ -8,7 +8,7 @@ the time its header takes. The layout is [`find_time_paths`][timestep_embed.nn.f
 tensors of the header's shapes; a folder's ``_class_name`` decides between layouts with the same keys.
 Where no layout fits, those whose time path is there are the closest, with the markers they miss.
 Then the family's contract and the precision of its time path along its usual sampling run in the
-checkpoint's dtype ([`schedule_precision`][timestep_embed.interop.schedule_precision]).
+checkpoint's dtype ([`schedule_precision`][timestep_embed.interop.precision.schedule_precision]).
 """
 
 from __future__ import annotations
@@ -22,7 +22,15 @@ import torch
 from ..families import KNOWN_PREFIXES, LAYOUT_BY_CLASS, LAYOUTS, Layout, TimestepContract, get_contract
 from ..families.registry import contract_of
 from ..nn import LayoutMatch, find_time_paths
-from ..weights import DIFFUSERS_WEIGHTS, CheckpointError, read_json, read_safetensors_header, safetensors_torch
+from ..weights import (
+    DIFFUSERS_WEIGHTS,
+    CheckpointError,
+    locate_keys,
+    read_json,
+    read_safetensors_header,
+    read_shard_index,
+    safetensors_torch,
+)
 from .precision import SchedulePrecision, schedule_precision
 
 __all__ = ["Inspection", "inspect_checkpoint"]
@@ -110,30 +118,12 @@ def _files(path: Path) -> tuple[list[Path], dict, dict[str, str]]:
     if (path / DIFFUSERS_WEIGHTS).is_file():
         return [path / DIFFUSERS_WEIGHTS], config, {}
     if index.is_file():
-        shards = read_json(index).get("weight_map")
-        if not isinstance(shards, dict) or any(not isinstance(s, str) or Path(s).name != s for s in shards.values()):
-            raise ValueError(f"{index}: no weight_map of file names in this folder")
+        shards = read_shard_index(index)
         return [path / s for s in sorted(set(shards.values()))], config, shards
     files = sorted(f for f in path.glob("*.safetensors") if f.is_file())
     if not files:
         raise FileNotFoundError(f"{path}: no .safetensors file (nor {DIFFUSERS_WEIGHTS}.index.json)")
     return files, config, {}
-
-
-def _check_index(folder: Path, index: dict[str, str], where: dict[str, Path]) -> None:
-    """CheckpointError when the shards do not hold exactly the keys their index lists, each in its file
-    (a shard of another download, or one cut short): the loaders read keys by the index."""
-    wrong = [k for k, file in index.items() if k not in where or where[k].name != file] + [
-        k for k in where if k not in index
-    ]
-    if wrong:
-        k = wrong[0]
-        said = f"in {index[k]}" if k in index else "not listed"
-        found = f"in {where[k].name}" if k in where else "in no shard"
-        raise CheckpointError(
-            f"{folder / DIFFUSERS_WEIGHTS}.index.json and its shards disagree on {len(wrong)} key(s), e.g. {k!r}: "
-            f"the index has it {said}, it is {found}; download the folder again"
-        )
 
 
 def _closest(keys: list[str], prefixes: tuple[str, ...]) -> list[tuple[Layout, str, list[str]]]:
@@ -198,24 +188,18 @@ def inspect_checkpoint(path: str | Path, prefix: str | None = None) -> Inspectio
     if str(path) == "":  # Path("") is the current folder
         raise ValueError("path: expected a .safetensors file or a model folder, got ''")
     files, config, index = _files(Path(path))
-    where: dict[str, Path] = {}
+    headers = {file: {k: v for k, v in read_safetensors_header(file).items() if k != "__metadata__"} for file in files}
+    where = locate_keys(headers, Path(path) / f"{DIFFUSERS_WEIGHTS}.index.json", index or None)
     state: dict[str, torch.Tensor] = {}
     foreign: dict[str, str] = {}  # the keys whose dtype torch lacks: their dtype's name
-    for file in files:
-        for key, entry in read_safetensors_header(file).items():
-            if key == "__metadata__":
-                continue
-            if key in where:
-                raise CheckpointError(f"{key!r} is in two files, {where[key]} and {file}: inspect one of them")
-            where[key] = file
+    for file, header in headers.items():
+        for key, entry in header.items():
             try:  # meta tensors: the header's shapes and dtypes, nothing allocated
                 state[key] = torch.empty(entry["shape"], dtype=_DTYPES.get(entry["dtype"], torch.uint8), device="meta")
             except RuntimeError:  # safetensors' sizes are unsigned 64-bit, torch's signed
                 raise CheckpointError(f"{file}: {key!r} has a shape torch cannot hold: {entry['shape']}") from None
             if entry["dtype"] not in _DTYPES:
                 foreign[key] = entry["dtype"]
-    if index:
-        _check_index(Path(path), index, where)
     match, matched, decided, closest = _match(state, config, prefix)
     main = [k for k in state if any(k.startswith(lin + ".") for lin in match.paths[0].linears)]
     weight = match.paths[0].linears[0] + ".weight"
