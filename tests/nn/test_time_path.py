@@ -175,7 +175,7 @@ ORIGINALS = {
     "k-diffusion image_v1": (*k_diffusion(), "k_diffusion_v1"),
 }
 EXACT = {"guided-diffusion (class-conditional)", "Stable Diffusion 1.x (CompVis)", "SDXL (generative-models)"}
-EXACT |= {"DiT-XL/2"}
+EXACT |= {"DiT-XL/2", "k-diffusion image_v1"}
 
 
 def lucidrains_learned(x, weights):
@@ -209,6 +209,27 @@ def test_from_state_dict_reads_the_original_releases(name, caplog):
             1.0, float(state.get("map_noise.freqs", torch.ones(1)).abs().max()) * 2 * math.pi
         )
         torch.testing.assert_close(ours, theirs, rtol=0, atol=float(32 * 2**-24 * max(1.0, phase)))
+
+
+def karras_sigmas(n: int, sigma_min: float = 0.01, sigma_max: float = 80.0, rho: float = 7.0) -> torch.Tensor:
+    """crowsonkb/k-diffusion k_diffusion/sampling.py ``get_sigmas_karras`` (without its appended zero)."""
+    ramp = torch.linspace(0, 1, n)
+    min_inv_rho, max_inv_rho = sigma_min ** (1 / rho), sigma_max ** (1 / rho)
+    return (max_inv_rho + ramp * (min_inv_rho - max_inv_rho)) ** rho
+
+
+def test_k_diffusion_fourier_features_are_bit_identical_to_k_diffusion_over_a_karras_grid():
+    """Its ``FourierFeatures`` form ``(2 pi x) @ W.T`` of ``W [n, 1]``; the layout keeps ``W`` as it is
+    (``in_features=1``): ``x * (2 pi w)`` of the flattened ``W`` rounds a third of the features otherwise."""
+    state = ORIGINALS["k-diffusion image_v1"][0]
+    state = {**state, "timestep_embed.weight": state["timestep_embed.weight"] * 16}  # wide frequencies
+    embedder = TimestepEmbedder.from_state_dict(state)
+    sigma = karras_sigmas(1000)
+    c_noise = sigma.log() / 4  # ImageDenoiserModelV1.forward
+    features = k_fourier(c_noise, state["timestep_embed.weight"])
+    with torch.no_grad():
+        assert torch.equal(embedder(sigma), F.gelu(sequential_mlp(state, "mapping.0", "mapping.2", features, F.gelu)))
+        assert torch.equal(embedder.time_proj(c_noise[:, None]), features)  # image_v1 feeds append_dims(c_noise, 2)
 
 
 @pytest.mark.parametrize("name", list(ORIGINALS))

@@ -66,16 +66,17 @@ K_DIFFUSION_V1 = Family(
         "k_diffusion_v1", "k-diffusion's own image_v1 UNet (ImageDenoiserModelV1), sigma in, c_noise inside",
         ("crowsonkb/k-diffusion: k_diffusion/models/image_v1.py", "crowsonkb/k-diffusion: k_diffusion/layers.py"),
         "sigma of a Karras grid (sample_heun / sample_dpmpp_2m)", (0.01, 80.0), "sigma",
-        inside="c_noise = ln(sigma) / 4, then FourierFeatures(1, width): [cos | sin] of 2 pi c_noise w",
+        inside="c_noise = ln(sigma) / 4, then FourierFeatures(1, width): [cos | sin] of (2 pi c_noise) @ W.T",
         convention=None, mlp="MappingNet: (Linear, GELU) x 2, width -> width",
         injection="the mapping output conditions every block (AdaGN)",
-        notes="Fourier features, not a sinusoid: FourierEmbedding(first='cos') of ln(sigma) / 4",
+        notes="Fourier features, not a sinusoid: FourierEmbedding(first='cos', in_features=1) of ln(sigma) / 4",
         to_sinusoid=lambda sigma, dtype: sigma.log() / 4),
-    # image_v1: FourierFeatures(1, width) of c_noise = ln(sigma) / 4, then MappingNet (Linear, GELU) x 2
+    # image_v1: FourierFeatures(1, width) of c_noise = ln(sigma) / 4, then MappingNet (Linear, GELU) x 2;
+    # its W [n, 1] kept as it is: in_features=1 forms the phase (2 pi x) @ W.T in k-diffusion's float order
     layouts=(Layout("k_diffusion", (MLPKeys("timestep", "mapping.", SEQUENTIAL),),
                     "crowsonkb/k-diffusion: k_diffusion/models/image_v1.py, k_diffusion/layers.py",
                     markers=("timestep_embed.weight",), convention=None,
-                    fourier=("timestep_embed.weight", {"first": "cos", "fold_2pi": True}), fourier_column=True,
+                    fourier=("timestep_embed.weight", {"first": "cos", "in_features": 1}), fourier_column=True,
                     act="gelu", post_act="gelu", time_input="quarter_log"),))
 # fmt: on
 

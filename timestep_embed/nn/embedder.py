@@ -34,6 +34,16 @@ __all__ = ["TimestepEmbedder", "default_sinusoid_dim"]
 log = logging.getLogger(__name__)
 
 
+def _rows_of_one(t: TimestepsLike, weight: torch.Tensor) -> torch.Tensor:
+    """``t`` ``[...]`` as the rows ``[..., 1]`` a ``FourierEmbedding(in_features=1)`` takes (k-diffusion's
+    ``append_dims(c_noise, 2)``); a trailing axis of 1 is already that axis. Numbers go on the weight's device,
+    floats in its dtype, as the module puts them."""
+    if not isinstance(t, torch.Tensor):
+        t = as_tensor(t, weight.device, "t")
+        t = t.to(weight.dtype) if t.is_floating_point() else t
+    return t if t.shape[-1:] == (1,) else t[..., None]
+
+
 def default_sinusoid_dim(emb_dim: int) -> int:
     """``emb_dim // 4`` rounded down to even, at least 4 (diffusers / ADM: 1280 -> 320)."""
     return max(4, 2 * (check_int(emb_dim, "emb_dim") // 8))
@@ -58,7 +68,9 @@ class TimestepEmbedder(nn.Module):
         cond_dim: width of an extra condition added before the MLP (diffusers' ``cond_proj``).
         precise: float64 sinusoid (see the core).
         time_proj: a module ``[...] -> [..., sinusoid_dim]`` used instead of the sinusoid (or ``[..., F] -> [...,
-            sinusoid_dim]``, a [`FourierEmbedding`][timestep_embed.FourierEmbedding] with ``in_features``).
+            sinusoid_dim]``, a [`FourierEmbedding`][timestep_embed.FourierEmbedding] with ``in_features``; with
+            ``in_features=1``, ``t`` ``[...]`` is one timestep per entry, and a trailing axis of 1 is the feature
+            axis: k-diffusion's ``[B, 1]``).
     """
 
     def __init__(
@@ -129,7 +141,10 @@ class TimestepEmbedder(nn.Module):
             t = as_tensor(t, weights.device).expand(batch)
         t = time_input(t, self.time_input, self.num_timesteps)
         # FourierEmbedding(in_features=F) takes [..., F]: one timestep per row of F, not per entry
-        per_entry = not (isinstance(self.time_proj, FourierEmbedding) and self.time_proj.in_features is not None)
+        proj = self.time_proj
+        per_entry = not (isinstance(proj, FourierEmbedding) and proj.in_features is not None)
+        if isinstance(proj, FourierEmbedding) and proj.in_features == 1:
+            t = _rows_of_one(t, proj.weight)
         if condition is None and per_entry and isinstance(t, torch.Tensor) and not t.requires_grad:
             # Per-token timesteps [B, tokens] hold few distinct values: sinusoid and MLP on those, then
             # gather. The rows equal a per-token run's up to the matrix multiply's rounding (which
@@ -174,7 +189,9 @@ class TimestepEmbedder(nn.Module):
             convention: the sinusoid, overriding the layout's; a diffusers UNet's state dict does
                 not say (``flip_sin_to_cos`` and ``freq_shift`` are in its config): pass this or
                 ``family``, or use `from_pretrained` on its folder.
-            family, layout, prefix: as [`find_time_paths`][timestep_embed.nn.find_time_paths] takes them.
+            family: as [`find_time_paths`][timestep_embed.nn.find_time_paths] takes it.
+            layout: as [`find_time_paths`][timestep_embed.nn.find_time_paths] takes it.
+            prefix: as [`find_time_paths`][timestep_embed.nn.find_time_paths] takes it.
             which: the MLP to load (default the model's main time path, ``"timestep"``).
             options: ``time_input``, ``num_timesteps``, ``time_proj`` (replaces the layout's sinusoid),
                 ``act`` and ``post_act`` (the MLP's activations, which the weights do not say: a diffusers

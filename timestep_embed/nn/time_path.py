@@ -315,8 +315,7 @@ def match_state_dict(state_dict: Mapping[str, torch.Tensor], match: LayoutMatch,
     if cond and cond + "weight" in state_dict:  # an LCM UNet's condition projection (time_cond_proj_dim)
         out[_COND + "weight"] = _checked_weight(cond + "weight", state_dict[cond + "weight"], True)
     if match.layout.fourier is not None:
-        weight = state_dict[match.prefix + match.layout.fourier[0]]
-        out["time_proj.weight"] = weight.reshape(-1) if weight.dim() == 2 and weight.shape[1] == 1 else weight
+        out["time_proj.weight"] = state_dict[match.prefix + match.layout.fourier[0]]  # k-diffusion's [n, 1] too
     elif match.prefix + "time_proj.weight" in state_dict and match.layout.name in ("diffusers", "unet1d"):
         out["time_proj.weight"] = state_dict[match.prefix + "time_proj.weight"]  # a diffusers Fourier UNet
     return out
