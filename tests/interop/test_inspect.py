@@ -75,6 +75,9 @@ def test_sharded_folders_and_the_class_in_config_json(tmp_path, capsys):
     assert report["time_paths"][0]["linears"] == ["time_text_embed.timestep_embedder.linear_1",
                                                   "time_text_embed.timestep_embedder.linear_2"]  # fmt: skip
     assert report["precision"]["safe"]
+    index = tmp_path / "sd3" / "diffusion_pytorch_model.safetensors.index.json"
+    index.rename(tmp_path / "sd3" / "model.safetensors.index.json")  # transformers' name for the index
+    assert inspect_checkpoint(tmp_path / "sd3").match.layout.name == "sd3"
     unet, _, _ = build("stable_diffusion")
     unet.save_pretrained(tmp_path / "unet")
     assert inspect_checkpoint(tmp_path / "unet").match.layout.name == "stable_diffusion"
@@ -148,7 +151,15 @@ def hostile(tmp_path) -> dict[str, tuple[str, str]]:
     good = {**dit, "t_embedder.mlp.2.weight": torch.randn(8, 8)}
     save_file(good, tmp_path / "shards" / "a.safetensors")
     save_file({"t_embedder.mlp.0.weight": torch.randn(16, 64)}, tmp_path / "shards" / "b.safetensors")
-    found["a key in two files"] = (str(tmp_path / "shards"), "in two files")
+    found["files and no index"] = (str(tmp_path / "shards"), "2 .safetensors files (a.safetensors, b.safetensors)")
+    (tmp_path / "shards_indexed").mkdir()
+    for name in ("a", "b"):
+        (tmp_path / "shards_indexed" / f"{name}.safetensors").write_bytes(
+            (tmp_path / "shards" / f"{name}.safetensors").read_bytes()
+        )
+    index = {"weight_map": {**{k: "a.safetensors" for k in good}, "t_embedder.mlp.0.bias": "b.safetensors"}}
+    (tmp_path / "shards_indexed" / "model.safetensors.index.json").write_text(json.dumps(index))  # transformers' name
+    found["a key in two files"] = (str(tmp_path / "shards_indexed"), "in two files")
     (tmp_path / "named").mkdir()
     save_file(good, tmp_path / "named" / "model.safetensors")
     (tmp_path / "named" / "config.json").write_text(json.dumps({"_class_name": ["DiTTransformer2DModel"]}))
@@ -176,7 +187,7 @@ def hostile(tmp_path) -> dict[str, tuple[str, str]]:
 
 @pytest.mark.parametrize("name", ["offsets that do not fit the shape", "an unknown dtype", "negative offsets",
                                   "offsets as strings", "linears that do not chain",
-                                  "a bias that does not fit its weight", "a key in two files",
+                                  "a bias that does not fit its weight", "a key in two files", "files and no index",
                                   "a class name that is a list", "an index that puts a key in another shard",
                                   "an index that lists a key no shard holds", "a FIFO", "an empty path"])  # fmt: skip
 @pytest.mark.parametrize("as_json", [False, True])

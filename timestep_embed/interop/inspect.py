@@ -2,7 +2,8 @@
 a checkpoint, read from its header.
 
 PATH is a ``.safetensors`` file or a diffusers model folder (``config.json`` with
-``diffusion_pytorch_model.safetensors``, or the shards its ``.index.json`` lists). Only the headers are
+``diffusion_pytorch_model.safetensors``, or the shards its one ``*.safetensors.index.json`` lists; several files
+and no index are refused, as they need not be one model). Only the headers are
 parsed and only the main time path's tensors are read (``safe_open``), so a 20 GB checkpoint answers in
 the time its header takes. The layout is [`find_time_paths`][timestep_embed.nn.find_time_paths]' on meta
 tensors of the header's shapes; a folder's ``_class_name`` decides between layouts with the same keys.
@@ -103,27 +104,33 @@ class Inspection:
         }  # fmt: skip
 
 
-def _files(path: Path) -> tuple[list[Path], dict, dict[str, str]]:
-    """The safetensors files of PATH, its folder's ``config.json`` ({} for a file alone) and the shard
-    index's ``weight_map`` ({} without one)."""
+def _files(path: Path) -> tuple[list[Path], dict, Path | None, dict[str, str]]:
+    """The safetensors files of PATH, its folder's ``config.json`` ({} for a file alone), and the shard index
+    with its ``weight_map`` (None and {} without one)."""
     if path.is_file():
-        return [path], {}, {}
+        return [path], {}, None, {}
     if not path.is_dir():
         what = "not a regular file or a folder" if path.exists() else "no such file or folder"
         raise FileNotFoundError(f"{path}: {what}")
     config = read_json(path / "config.json") if (path / "config.json").is_file() else {}
     if not isinstance(config.get("_class_name", ""), str):
         raise ValueError(f"{path / 'config.json'}: _class_name must be a class name, got {config['_class_name']!r:.80}")
-    index = path / f"{DIFFUSERS_WEIGHTS}.index.json"
     if (path / DIFFUSERS_WEIGHTS).is_file():
-        return [path / DIFFUSERS_WEIGHTS], config, {}
-    if index.is_file():
-        shards = read_shard_index(index)
-        return [path / s for s in sorted(set(shards.values()))], config, shards
+        return [path / DIFFUSERS_WEIGHTS], config, None, {}
+    indexes = sorted(f for f in path.glob("*.safetensors.index.json") if f.is_file())  # diffusers', transformers'
+    if len(indexes) == 1:
+        shards = read_shard_index(indexes[0])
+        return [path / s for s in sorted(set(shards.values()))], config, indexes[0], shards
     files = sorted(f for f in path.glob("*.safetensors") if f.is_file())
     if not files:
         raise FileNotFoundError(f"{path}: no .safetensors file (nor {DIFFUSERS_WEIGHTS}.index.json)")
-    return files, config, {}
+    if len(files) > 1 or indexes:  # unrelated files would be read as one model
+        names = ", ".join(f.name for f in [*indexes, *files][:4]) + (", ..." if len(indexes) + len(files) > 4 else "")
+        raise ValueError(
+            f"{path}: {len(files)} .safetensors files ({names}) and {'several shard indexes' if indexes else 'no'}"
+            f" shard index to say which belong together: inspect one file"
+        )
+    return files, config, None, {}
 
 
 def _closest(keys: list[str], prefixes: tuple[str, ...]) -> list[tuple[Layout, str, list[str]]]:
@@ -187,9 +194,9 @@ def inspect_checkpoint(path: str | Path, prefix: str | None = None) -> Inspectio
     """
     if str(path) == "":  # Path("") is the current folder
         raise ValueError("path: expected a .safetensors file or a model folder, got ''")
-    files, config, index = _files(Path(path))
+    files, config, index_file, index = _files(Path(path))
     headers = {file: {k: v for k, v in read_safetensors_header(file).items() if k != "__metadata__"} for file in files}
-    where = locate_keys(headers, Path(path) / f"{DIFFUSERS_WEIGHTS}.index.json", index or None)
+    where = locate_keys(headers, index_file, index or None)
     state: dict[str, torch.Tensor] = {}
     foreign: dict[str, str] = {}  # the keys whose dtype torch lacks: their dtype's name
     for file, header in headers.items():
