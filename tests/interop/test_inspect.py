@@ -12,6 +12,7 @@ import torch
 from safetensors.torch import save_file
 
 from timestep_embed.cli import main
+from timestep_embed.ddpm import UNet, UNetConfig
 from timestep_embed.families import FAMILIES, LAYOUT_BY_CLASS, LAYOUTS, Layout
 from timestep_embed.interop import schedule_precision
 from timestep_embed.interop.inspect import inspect_checkpoint
@@ -237,3 +238,10 @@ def test_no_time_path_among_many_keys_compares_a_bounded_number(tmp_path, monkey
     with pytest.raises(ValueError, match="no time path"):
         inspect_checkpoint(tmp_path / "big.safetensors")
     assert seen and max(seen) == 2000
+
+
+def test_the_packages_own_unet_folder_is_read_under_its_time_embedder(tmp_path):
+    UNet(UNetConfig(channels=(8, 16), emb_dim=32)).save_pretrained(tmp_path / "u")  # what timestep-embed export writes
+    found = inspect_checkpoint(tmp_path / "u")
+    assert found.match.prefix == "time_embedder." and found.match.paths[0].widths[-1] == 32
+    assert "config.json: timestep_embed's UNet (timestep_embed.ddpm.load_model" in found.summary()

@@ -145,11 +145,16 @@ def _closest(keys: list[str], prefixes: tuple[str, ...]) -> list[tuple[Layout, s
     return sorted(found, key=lambda f: (len(f[2]) - len(f[0].markers), len(f[2])))
 
 
+_OURS = "time_embedder."  # the time path's prefix in timestep_embed's own UNet
+
+
 def _match(
     state: dict[str, torch.Tensor], config: dict, prefix: str | None
 ) -> tuple[LayoutMatch, bool, list[str], list[str]]:
     """``(match, matched, what decided it, the other layouts as close)``."""
     name, told = config.get("_class_name"), []
+    if name == "UNet" and "_timestep_embed" in config and prefix is None:  # this package's own MNIST UNet
+        told, prefix = ["config.json: timestep_embed's UNet (timestep_embed.ddpm.load_model loads all of it)"], _OURS
     if name in LAYOUT_BY_CLASS:  # the class says which of the layouts with the same keys
         return find_time_paths(state, layout=LAYOUT_BY_CLASS[name], prefix=prefix), True, [f"config.json: {name}"], []
     contract = contract_of(name, config) if isinstance(name, str) else None
