@@ -322,6 +322,8 @@ def test_from_state_dict_says_what_it_needs():
         ):
             TimestepEmbedder.from_state_dict(odd)
         assert TimestepEmbedder.from_state_dict(odd, prefix=head).emb_dim == width
+    with pytest.raises(ValueError, match=r"pass prefix='' \(inspect --prefix ''\)"):  # a hint one can paste
+        find_time_paths(ORIGINALS["DiT-XL/2"][0], prefix="backbone.")
     with pytest.raises(ValueError, match="no time path.*first keys: \\['foo.weight'\\]"):
         TimestepEmbedder.from_state_dict({"foo.weight": torch.zeros(1)})
     with pytest.raises(ValueError, match="family must be None or one of"):

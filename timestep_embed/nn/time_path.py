@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -245,7 +246,8 @@ def _refuse_two_models(found: list[tuple[Layout, str]]) -> None:
 
 def _nothing_fits(keys: list[str], layouts: list[Layout], prefixes: tuple[str, ...]) -> str:
     names = sorted(lay.name for lay in layouts)
-    tried = f"the layouts {names}" if len(names) <= 8 else f"{len(names)} layouts (timestep_embed.families.LAYOUTS)"
+    everyone = f"the {len(names)} layouts found without a name (of the {len(LAYOUTS)} in families.LAYOUTS)"
+    tried = f"the layouts {names}" if len(names) <= 8 else everyone
     where = f"no time path in this state dict: tried {tried} under the prefixes {list(prefixes)}"
     # A layout whose keys are all there under another prefix (a DDP "module.", an "ema." copy): say which prefix.
     present: set[str] = set(keys)
@@ -260,7 +262,7 @@ def _nothing_fits(keys: list[str], layouts: list[Layout], prefixes: tuple[str, .
         head, fits = min(under.items(), key=lambda item: len(item[0]))
         return (
             f"{where}; under the prefix {head!r} the keys of {sorted(fits)} are there: pass prefix={head!r} "
-            f"(inspect --prefix {head})"
+            f"(inspect --prefix {shlex.quote(head)})"
         )
     probes: dict[str, str] = {lay.mlps[0].key(): lay.name for lay in layouts}
     # difflib compares each key with each probe: only keys sharing a name with a probe, a bounded number of them
