@@ -98,6 +98,8 @@ def load_model(path, time_embedder: nn.Module | None = None, ema: bool = True, d
     ``time_embedder``: as in [`UNet`][timestep_embed.ddpm.UNet] (its state must match the checkpoint's).
     """
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such run folder, run checkpoint or exported folder")
     file = path / RUN_CHECKPOINT if path.is_dir() else path
     cfg = run_config(path)
     if path.is_dir() and not file.is_file():  # an exported folder
