@@ -2,8 +2,8 @@
 umask, and with the versions that wrote them; file locks; plain ``.npy`` arrays.
 
 A crash at any moment leaves either the old file or the new one, never a torn one; a temp file
-left by a kill is named ``.<name>.<random>.tmp`` beside its target. Weights files are in
-`timestep_embed.weights`.
+left by a kill is named ``.<name>.<random>.tmp`` beside its target. Weights files are read in
+`timestep_embed.weights`, pretrained folders written and read in `timestep_embed.folders`.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from timestep_embed import weights
+from timestep_embed import folders
 from timestep_embed.cli import main
 from timestep_embed.ddpm import (
     CheckpointError,
@@ -170,14 +170,14 @@ def test_a_torn_log_line_is_dropped_with_a_warning_and_the_resume_goes_on(tmp_pa
 # ---- 9: an export is one unit
 def test_an_export_killed_between_its_two_files_is_refused_and_its_temp_files_are_swept(tmp_path, monkeypatch, capsys):
     folder = export(tmp_path / "exp", schedule="cosine")
-    write = weights.atomic_write_bytes
+    write = folders.atomic_write_bytes
 
     def killed_at_the_weights(path, data, **kw):
-        if Path(path).name == weights.PRETRAINED_WEIGHTS:
+        if Path(path).name == folders.PRETRAINED_WEIGHTS:
             raise KeyboardInterrupt  # the kill between the two files
         return write(path, data, **kw)
 
-    monkeypatch.setattr(weights, "atomic_write_bytes", killed_at_the_weights)
+    monkeypatch.setattr(folders, "atomic_write_bytes", killed_at_the_weights)
     with pytest.raises(KeyboardInterrupt):
         export(folder, schedule="linear")  # another noise schedule over the first export
     monkeypatch.undo()

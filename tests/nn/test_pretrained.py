@@ -13,8 +13,9 @@ import torch
 from timestep_embed import Convention, FourierEmbedding, SinusoidalEmbedding, TimestepEmbedder
 from timestep_embed.ddpm.config import UNetConfig
 from timestep_embed.ddpm.unet import UNet
+from timestep_embed.folders import load_pretrained
 from timestep_embed.nn import InModelDtype, TimestepMLP
-from timestep_embed.weights import MAX_JSON_BYTES, CheckpointError, load_pretrained, read_json
+from timestep_embed.weights import MAX_JSON_BYTES, CheckpointError, read_json
 
 T = torch.tensor([0.25, 0.5, 2.0])
 

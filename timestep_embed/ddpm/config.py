@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from ..weights import PRETRAINED_CONFIG, load_pretrained
+from ..folders import PRETRAINED_CONFIG, load_pretrained
 from .checkpoint import RUN_CHECKPOINT, CheckpointError, read_metadata
 from .classifier import ClassifierConfig
 from .consistency import ConsistencyConfig

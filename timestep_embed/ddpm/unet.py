@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..folders import load_pretrained, save_pretrained
 from ..nn import TimestepEmbedder, build_to_fit
-from ..weights import load_pretrained, save_pretrained
 from .schema import ConfigError, check_section, from_dict, to_dict
 
 __all__ = [

@@ -17,9 +17,9 @@ from torch import nn
 
 from ..checks import check_int
 from ..conventions import Convention
+from ..folders import load_pretrained, push_folder_to_hub, save_pretrained
 from ..guards import TimestepsLike, as_tensor
 from ..sinusoidal import distinct_values
-from ..weights import load_pretrained, push_folder_to_hub, save_pretrained
 from .cast import run_dtype
 from .fourier import FourierEmbedding
 from .mlp import TimestepMLP
