@@ -9,19 +9,18 @@ works without it; calling into diffusers raises an ImportError that says
 
 from ..families import CONTRACTS, TimestepContract, contract_for, edm_vp_c_noise, get_contract
 from .compare import run_comparison, write_report
+from .export import export_to_diffusers, to_diffusers_modules
 from .inspect import Inspection, inspect_checkpoint
 from .patch import (
     PATCHABLE,
     SUPPORTED_UNETS,
     convention_from_unet_config,
     embedder_from_diffusers_unet,
-    export_to_diffusers,
     fourier_from_diffusers,
     mlp_from_diffusers,
     patch_diffusers_model,
     require_diffusers,
     sinusoid_from_diffusers,
-    to_diffusers_modules,
 )
 from .precision import SchedulePrecision, schedule_precision
 from .schedules import SCHEDULES, Schedule, schedule_for
