@@ -112,6 +112,8 @@ def test_a_user_mistake_is_exit_2_a_message_and_no_traceback(name, run, tmp_path
     err = capsys.readouterr().err
     assert code == 2, err
     assert "Traceback" not in err and word in err, err
+    errors = [line for line in err.splitlines() if "error" in line]
+    assert len(errors) == 1 and "usage:" not in err or name == "no subcommand", err  # argparse's own: one line
     assert digest(run) == before  # nothing the run already holds changed
 
 

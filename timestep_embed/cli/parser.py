@@ -40,9 +40,16 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescription
         return action.help if action.default in (None, False) else super()._get_help_string(action)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with its errors on one line (exit code 2): the option, the value and what is accepted."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _count(text: str) -> int:
     """An int >= 1 (argparse names the option in its error)."""
-    if not text.strip().isdigit() or int(text) < 1:
+    if not (text.strip().isascii() and text.strip().isdigit()) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}")
     return int(text)
 
@@ -60,7 +67,7 @@ def _processes(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand; each has its help, defaults and an example."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="timestep-embed",
         description="Sinusoidal timestep embeddings for diffusion models: the MNIST DDPM, the comparison "
         "with diffusers, the convention detector and the figures.",
