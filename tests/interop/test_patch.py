@@ -222,6 +222,12 @@ def test_patch_keeps_diffusers_layerwise_casting():
     patch_diffusers_model(unet)
     assert unet.time_embedding.linear_1.weight.dtype == torch.float8_e4m3fn
     assert torch.equal(_outputs(unet, {}, [torch.tensor([3, 917])])[0], before)
+    lcm = unet2d_condition(time_cond_proj_dim=4)  # the condition goes through a float8 cond_proj too
+    lcm.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=torch.float32)
+    extra = {"encoder_hidden_states": torch.randn(2, 3, 8), "timestep_cond": torch.randn(2, 4)}
+    (before,) = _outputs(lcm, extra, [torch.tensor([3, 917])])
+    patch_diffusers_model(lcm)
+    assert torch.equal(_outputs(lcm, extra, [torch.tensor([3, 917])])[0], before)
 
 
 def test_a_refused_patch_leaves_the_model_as_it_was():

@@ -189,7 +189,7 @@ def patch_diffusers_model(model, num_timesteps: int | None = None):
     for name, module in list(model.named_modules()):
         new = _replacement(module, emb, num_timesteps)
         if new is not None:
-            swaps.append((name, new.to(model.device)))
+            swaps.append((name, new))  # the model's own layers, where the model keeps them
         elif is_dit_style(module) and not getattr(module, "_timestep_embed_patched", False):
             dits.append(module)
     if not swaps and not dits:

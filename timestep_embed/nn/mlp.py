@@ -85,7 +85,9 @@ class TimestepMLP(nn.Module):
                     f"condition {tuple(condition.shape)} and sample {tuple(sample.shape)} must agree in their "
                     "leading (batch) dims, or broadcast"
                 ) from None
-            sample = sample + self.cond_proj(condition.to(weight.dtype))
+            if condition.dtype != weight.dtype and weight.dtype.itemsize > 1:  # as the sample (float8: as it came)
+                condition = condition.to(weight.dtype)
+            sample = sample + self.cond_proj(condition)
         sample = self.linear_1(sample)
         if self.act is not None:
             sample = self.act(sample)
