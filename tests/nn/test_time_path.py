@@ -230,6 +230,10 @@ def test_k_diffusion_fourier_features_are_bit_identical_to_k_diffusion_over_a_ka
     with torch.no_grad():
         assert torch.equal(embedder(sigma), F.gelu(sequential_mlp(state, "mapping.0", "mapping.2", features, F.gelu)))
         assert torch.equal(embedder.time_proj(c_noise[:, None]), features)  # image_v1 feeds append_dims(c_noise, 2)
+        assert torch.equal(embedder(sigma[:, None]), embedder(sigma))  # k-diffusion's [B, 1] is the same rows
+        assert embedder(sigma[:1]).shape == (1, embedder.emb_dim)  # a batch of one keeps its axis
+        assert embedder(sigma[0], batch_size=3).shape == (3, embedder.emb_dim)
+        assert embedder(sigma[0]).shape == (embedder.emb_dim,)
 
 
 @pytest.mark.parametrize("name", list(ORIGINALS))

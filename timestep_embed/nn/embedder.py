@@ -36,12 +36,12 @@ log = logging.getLogger(__name__)
 
 def _rows_of_one(t: TimestepsLike, weight: torch.Tensor) -> torch.Tensor:
     """``t`` ``[...]`` as the rows ``[..., 1]`` a ``FourierEmbedding(in_features=1)`` takes (k-diffusion's
-    ``append_dims(c_noise, 2)``); a trailing axis of 1 is already that axis. Numbers go on the weight's device,
-    floats in its dtype, as the module puts them."""
+    ``append_dims(c_noise, 2)``); a trailing axis of 1 after a batch axis is already that axis ([B] of B = 1 is
+    not). Numbers go on the weight's device, floats in its dtype, as the module puts them."""
     if not isinstance(t, torch.Tensor):
         t = as_tensor(t, weight.device, "t")
         t = t.to(weight.dtype) if t.is_floating_point() else t
-    return t if t.shape[-1:] == (1,) else t[..., None]
+    return t if t.dim() >= 2 and t.shape[-1] == 1 else t[..., None]
 
 
 def default_sinusoid_dim(emb_dim: int) -> int:
