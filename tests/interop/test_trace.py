@@ -108,6 +108,10 @@ def test_non_finite_timesteps_are_flagged_not_refused_and_the_other_checks_judge
         assert trace.flags == [f"non-finite: the timestep is given with {what} of 2 values"], trace.flags
     wrong = trace_time_path(model, torch.tensor([float("nan"), 5.0e6]), inputs, contract="ddpm")
     assert [f.split(":")[0] for f in wrong.flags] == ["non-finite", "range"], wrong.flags
+    for dtype in (torch.float16, torch.bfloat16):  # the rounding flag measures the finite values
+        for bad in (float("nan"), float("inf")):
+            half = trace_time_path(model, torch.tensor([bad, 5.0], dtype=dtype), inputs, contract="ddpm")
+            assert [f.split(":")[0] for f in half.flags][:2] == ["non-finite", "rounding"], half.flags
 
 
 def test_our_unet_and_embedder_are_traced():

@@ -78,6 +78,7 @@ def flag_stages(stages: list[Stage], contract: TimestepContract | None) -> list[
 
 
 def _spacing_text(v: torch.Tensor) -> str:
+    v = v[v.isfinite()]  # a NaN or inf is flagged on its own
     largest = float(v.double().abs().max()) if v.numel() else 0.0
     spacing = torch.finfo(v.dtype).eps * 2 ** math.floor(math.log2(max(largest, 1e-30)))
     return f"values up to {largest:g} are {spacing:g} apart there"
