@@ -214,7 +214,7 @@ def locate_keys(
         said = f"in {index[k]}" if k in index else "not listed"
         found = f"in {where[k].name}" if k in where else "in no shard"
         raise CheckpointError(
-            f"{index_file} and its shards disagree on {len(wrong)} key(s), e.g. {k!r}: the index has it {said}, "
-            f"it is {found}; download the folder again"
+            f"{index_file or 'the shard index'} and its shards disagree on {len(wrong)} key(s), e.g. {k!r}: the "
+            f"index has it {said}, it is {found}; download the folder again"
         )
     return where

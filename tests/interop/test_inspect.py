@@ -79,6 +79,8 @@ def test_sharded_folders_and_the_class_in_config_json(tmp_path, capsys):
     index = tmp_path / "sd3" / "diffusion_pytorch_model.safetensors.index.json"
     index.rename(tmp_path / "sd3" / "model.safetensors.index.json")  # transformers' name for the index
     assert inspect_checkpoint(tmp_path / "sd3").match.layout.name == "sd3"
+    sd3.save_pretrained(tmp_path / "sd3_fp16", max_shard_size="20KB", variant="fp16")  # .index.fp16.json
+    assert inspect_checkpoint(tmp_path / "sd3_fp16").match.layout.name == "sd3"
     unet, _, _ = build("stable_diffusion")
     unet.save_pretrained(tmp_path / "unet")
     assert inspect_checkpoint(tmp_path / "unet").match.layout.name == "stable_diffusion"

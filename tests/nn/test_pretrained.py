@@ -15,7 +15,7 @@ from timestep_embed.ddpm.config import UNetConfig
 from timestep_embed.ddpm.unet import UNet
 from timestep_embed.folders import load_pretrained
 from timestep_embed.nn import InModelDtype, TimestepMLP
-from timestep_embed.weights import MAX_JSON_BYTES, CheckpointError, read_json
+from timestep_embed.weights import MAX_JSON_BYTES, CheckpointError, locate_keys, read_json
 
 T = torch.tensor([0.25, 0.5, 2.0])
 
@@ -241,6 +241,8 @@ def test_shards_are_read_by_their_index_and_each_key_is_in_one_file(tmp_path):
     write_shards(tmp_path / "dotdot", {"a.safetensors": a_file}, {w: "../a.safetensors"})
     with pytest.raises(ValueError, match=r"the shard '../a.safetensors' of '.*' is not a file name in this folder"):
         load_pretrained(tmp_path / "dotdot")
+    with pytest.raises(CheckpointError, match="^the shard index and its shards disagree"):  # no index file named
+        locate_keys({tmp_path / "a.safetensors": [w]}, index={w: "b.safetensors"})
 
 
 def test_a_legacy_config_whose_model_is_not_an_object_is_named(tmp_path):

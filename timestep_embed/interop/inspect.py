@@ -117,18 +117,23 @@ def _files(path: Path) -> tuple[list[Path], dict, Path | None, dict[str, str]]:
         raise ValueError(f"{path / 'config.json'}: _class_name must be a class name, got {config['_class_name']!r:.80}")
     if (path / DIFFUSERS_WEIGHTS).is_file():
         return [path / DIFFUSERS_WEIGHTS], config, None, {}
-    indexes = sorted(f for f in path.glob("*.safetensors.index.json") if f.is_file())  # diffusers', transformers'
+    # a shard index: diffusers' or transformers' name, else a diffusers variant's (``.index.fp16.json``)
+    found = [sorted(f for f in path.glob(f"*.safetensors.index{end}") if f.is_file()) for end in (".json", ".*.json")]
+    indexes = found[0] or found[1]
     if len(indexes) == 1:
         shards = read_shard_index(indexes[0])
         return [path / s for s in sorted(set(shards.values()))], config, indexes[0], shards
+    if indexes:
+        names = ", ".join(f.name for f in indexes)
+        raise ValueError(f"{path}: {len(indexes)} shard indexes ({names}): inspect one of their models' files")
     files = sorted(f for f in path.glob("*.safetensors") if f.is_file())
     if not files:
         raise FileNotFoundError(f"{path}: no .safetensors file (nor {DIFFUSERS_WEIGHTS}.index.json)")
-    if len(files) > 1 or indexes:  # unrelated files would be read as one model
-        names = ", ".join(f.name for f in [*indexes, *files][:4]) + (", ..." if len(indexes) + len(files) > 4 else "")
+    if len(files) > 1:  # unrelated files would be read as one model
+        names = ", ".join(f.name for f in files[:4]) + (", ..." if len(files) > 4 else "")
         raise ValueError(
-            f"{path}: {len(files)} .safetensors files ({names}) and {'several shard indexes' if indexes else 'no'}"
-            f" shard index to say which belong together: inspect one file"
+            f"{path}: {len(files)} .safetensors files ({names}) and no shard index to say which belong together: "
+            "inspect one file"
         )
     return files, config, None, {}
 
