@@ -73,6 +73,20 @@ def test_timestep_subsequence(spacing):
         diffusion.timestep_subsequence(1000, 0)
 
 
+def test_trailing_spacing_gives_diffusers_steps_and_exactly_as_many_as_asked():
+    """diffusers' float range np.arange(T, 0, -T/steps) holds one value too many for some counts (61, 103, ... of
+    T = 1000: the last is index -1); where it holds `steps` values, ours are diffusers' own."""
+    sched = diffusers.DDIMScheduler(timestep_spacing="trailing")
+    for steps in range(1, 1001):
+        ts = diffusion.timestep_subsequence(1000, steps, "trailing")
+        assert len(ts) == steps and ts[0] >= 0 and ts[-1] == 999, steps
+        sched.set_timesteps(steps)
+        if len(sched.timesteps) == steps:
+            assert torch.equal(ts, sched.timesteps.flip(0).long()), steps
+        else:  # one step too many, the last at index -1
+            assert len(sched.timesteps) == steps + 1 and sched.timesteps[-1] == -1, steps
+
+
 def test_respace_keeps_alphas_cumprod_and_original_times():
     s = diffusion.make_schedule("cosine")
     ts = diffusion.timestep_subsequence(1000, 50)

@@ -169,7 +169,9 @@ def timestep_subsequence(T: int, steps: int, spacing: str = "evenly") -> torch.T
     """Ascending int64 indices of ``steps`` of the ``T`` steps.
 
     "evenly": round(linspace(0, T-1, steps)), includes 0 and T-1 (improved-diffusion ``space_timesteps``);
-    "leading": arange(steps) * (T // steps) (diffusers' default); "trailing": round(arange(T, 0, -T/steps)) - 1.
+    "leading": arange(steps) * (T // steps) (diffusers' default); "trailing": diffusers' ``round(np.arange(T, 0,
+    -T/steps)) - 1``, the first ``steps`` values of it (numpy's float range holds one more for some counts, 62 of
+    the 1000 at T = 1000, the last at index -1).
     """
     if not isinstance(steps, int) or not 1 <= steps <= T:
         raise ValueError(f"steps={steps!r} must be an int in [1, {T}]")
@@ -178,7 +180,8 @@ def timestep_subsequence(T: int, steps: int, spacing: str = "evenly") -> torch.T
     elif spacing == "leading":
         idx = torch.arange(steps) * (T // steps)
     elif spacing == "trailing":
-        idx = torch.arange(T, 0, -T / steps, dtype=torch.float64).round() - 1
+        delta = (T - T / steps) - T  # numpy's arange steps by its first two values' difference, rounded
+        idx = (T + torch.arange(steps, dtype=torch.float64) * delta).round() - 1
     else:
         raise ValueError(f"spacing={spacing!r} is not one of {SPACINGS}")
     return idx.to(torch.float64).round().long().unique(sorted=True)
