@@ -84,6 +84,25 @@ def test_an_overwrite_that_fails_at_its_first_step_puts_the_previous_run_back(tm
     assert snapshots == ["snapshot_000003.png", "snapshot_000006.png"]
 
 
+class InterruptedAtTheFirstStep(nn.Module):
+    """Ctrl-C while the first step runs (a long torch.compile, say)."""
+
+    def forward(self, t):
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_before_the_first_step_of_an_overwrite_puts_the_previous_run_back(tmp_path):
+    run = tmp_path / "run"
+    run_training(SMOKE, run, overrides=FAST, progress=False)
+    before = state(run)
+    with pytest.raises(KeyboardInterrupt):  # the loop stops and saves at a step; before the first, nothing to keep
+        run_training(SMOKE, run, InterruptedAtTheFirstStep(), fast("train.lr=5e-4"), overwrite=True, progress=False)
+    assert state(run) == before
+    with pytest.raises(KeyboardInterrupt):
+        run_training(SMOKE, tmp_path / "new", InterruptedAtTheFirstStep(), FAST, progress=False)
+    assert not (tmp_path / "new").exists()
+
+
 # ---- 2: a diverging run
 def test_a_diverging_run_stops_with_one_line_and_keeps_its_last_finite_checkpoint(tmp_path, capsys):
     run = tmp_path / "run"

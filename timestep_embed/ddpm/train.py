@@ -241,12 +241,12 @@ def train_loop(
                 last_checkpoint = time.time()
     except KeyboardInterrupt:
         interrupted = True
-        if rt.is_main:
+        if rt.is_main and step > start_step:
             log.warning("interrupted at step %d: saving %s", step, path)
     finally:
         logbook.close()
     final_loss = logbook.read(step)[0] if step > start_step else None  # the steps since the last log line
-    if rt.is_main and (step > start_step or not path.exists()):
+    if rt.is_main and (step > start_step or not path.exists() and not interrupted):
         save_training_state(path, cfg.to_dict(), model, ema, opt, gen, step, budget.elapsed)
     stats = {
         "resumed_at": start_step,
@@ -321,6 +321,8 @@ def run_training(
                     cfg.save(out / "config.yaml")
             ema, stats = train_loop(cfg, rt, model, out, resume=resume, progress=progress,
                                     callback=begun.watch(callback), teacher=teacher)  # fmt: skip
+            if stats["interrupted"] and not resume and stats["train_steps"] == 0:
+                raise KeyboardInterrupt  # before the first step (a compile, say): the folder is put back as it was
             begun.trained()  # trained, or a checkpoint of where it stopped: the folder holds this run
             metrics = {**stats, "num_params": n_params, "device": str(rt.device), "world_size": rt.world_size}
             metrics.update(bf16=rt.bf16, out_dir=str(out), versions=versions())
