@@ -174,7 +174,7 @@ class SampleConfig:
     KEY: ClassVar[str] = "sample"
     RANGES: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("steps", "num_samples", "batch_size", "sigma_max", "last_sigma", "noise_scale"), "> 0"),
-        "eta": ">= 0",
+        "eta": "[0, 1]",  # DDIM's sigma at eta > 1 is more noise than the step has: NaN samples
         "seed": SEEDS,
     }
     sampler: Sampler = "ddpm"  # ancestral (Ho et al. Alg. 2), DDIM, DPM-Solver++(2M), Heun, consistency; flow: euler
@@ -251,6 +251,22 @@ class RunConfig:
             )
         if s.steps > d.num_timesteps:
             raise ConfigError(f"sample.steps = {s.steps}: expected at most diffusion.num_timesteps = {d.num_timesteps}")
+        # what the sampler would refuse only after the training: checked before it
+        if s.sampler == "dpm++2m" and s.spacing in ("evenly", "leading") and s.steps >= d.num_timesteps:
+            raise ConfigError(
+                f"sample.steps = {s.steps}: dpm++2m with {s.spacing} spacing takes steps + 1 of the "
+                f"{d.num_timesteps} steps and drops the first: expected at most {d.num_timesteps - 1}"
+            )
+        if s.sampler == "consistency" and s.last_sigma > s.sigma_max:
+            raise ConfigError(
+                f"sample.last_sigma = {s.last_sigma:g}: above sample.sigma_max = {s.sigma_max:g}, where the "
+                "consistency levels start going down"
+            )
+        if self.eval.enabled and s.seed + self.eval.samplings > 2**32:
+            raise ConfigError(
+                f"sample.seed = {s.seed}: the {self.eval.samplings} scored samplings use seeds up to sample.seed + "
+                f"{self.eval.samplings - 1}, past the largest seed {2**32 - 1}"
+            )
 
     @classmethod
     def load(cls, source: str | Path | Mapping | None = DEFAULT_CONFIG, overrides: Sequence[str] = ()) -> RunConfig:
