@@ -15,6 +15,8 @@ from timestep_embed.ddpm import RunConfig, classifier, evaluate
 from timestep_embed.ddpm.classifier import ClassifierConfig
 from timestep_embed.ddpm.data import load_mnist
 
+from .test_data import write_mnist
+
 TINY = ClassifierConfig(width=4, epochs=1, feature_dim=16, batch_size=128, negatives=8)
 
 
@@ -231,3 +233,12 @@ def test_nearest_distances_match_a_brute_force_search():
     x, ref = torch.rand(50, 1, 4, 4, generator=g), torch.rand(70, 1, 4, 4, generator=g)
     brute = torch.cdist(x.flatten(1).double(), ref.flatten(1).double()).min(1).values
     assert torch.allclose(evaluate.nearest_distances(x, ref, chunk=16), brute, atol=1e-12)
+
+
+def test_the_copy_checks_held_out_distances_follow_the_data_folders_files(tmp_path):
+    write_mnist(tmp_path, n_train=6, n_test=4)
+    before = evaluate.heldout_distances(str(tmp_path)).clone()
+    write_mnist(tmp_path, n_train=2, n_test=4)  # fewer training digits: held-out 2 and 3 lose their exact copies
+    train, held = load_mnist(str(tmp_path), "train")[0], load_mnist(str(tmp_path), "heldout")[0]
+    assert torch.equal(evaluate.heldout_distances(str(tmp_path)), evaluate.nearest_distances(held, train))
+    assert not torch.equal(evaluate.heldout_distances(str(tmp_path)), before)

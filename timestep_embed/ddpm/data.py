@@ -179,13 +179,27 @@ def _idx_pair_cached(images: Path, labels: Path, _stamp: tuple) -> tuple[np.ndar
     return x, y
 
 
+def _idx_files(folder: str | os.PathLike, split: str) -> tuple[Path, Path]:
+    prefix = "train" if split == "train" else "t10k"
+    return find_idx_file(folder, f"{prefix}-images-idx3-ubyte"), find_idx_file(folder, f"{prefix}-labels-idx1-ubyte")
+
+
+def _stamp(files) -> tuple:
+    return tuple((str(p.resolve()), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+
+
 def load_idx_mnist(folder: str | os.PathLike, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
     """Raw uint8 images [N, 28, 28] and int64 labels [N] from an IDX folder (cached by mtime)."""
-    prefix = "train" if split == "train" else "t10k"
-    images = find_idx_file(folder, f"{prefix}-images-idx3-ubyte")
-    labels = find_idx_file(folder, f"{prefix}-labels-idx1-ubyte")
-    stamp = tuple((p.stat().st_mtime_ns, p.stat().st_size) for p in (images, labels))
-    return _idx_pair_cached(images.resolve(), labels.resolve(), stamp)
+    images, labels = _idx_files(folder, split)
+    return _idx_pair_cached(images.resolve(), labels.resolve(), _stamp((images, labels)))
+
+
+def data_stamp(source: str | os.PathLike) -> tuple:
+    """What a data source's files are now, as a cache key: ``("builtin",)``, or each IDX file's path, mtime and size
+    (a folder whose files are replaced gets a new key)."""
+    if isinstance(source, str) and source == "builtin":
+        return ("builtin",)
+    return _stamp([f for split in ("train", "heldout") for f in _idx_files(source, split)])
 
 
 # ----------------------------------------------------------------------------- public loader

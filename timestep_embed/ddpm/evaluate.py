@@ -31,7 +31,7 @@ import torch
 
 from ..checks import real_array
 from .classifier import ClassifierConfig, classify, load_classifier
-from .data import crop_to_28, load_mnist
+from .data import crop_to_28, data_stamp, load_mnist
 
 __all__ = [
     "frechet_distance",
@@ -94,10 +94,14 @@ def copy_scores(samples: torch.Tensor, train: torch.Tensor, held: torch.Tensor) 
     }
 
 
-@functools.lru_cache(maxsize=4)
 def heldout_distances(data_source: str) -> torch.Tensor:
-    """The held-out digits' nearest-training distances for a data source (computed once per process: the
-    same for every sampling it scores)."""
+    """The held-out digits' nearest-training distances for a data source (computed once per process and state of
+    its files: the same for every sampling it scores)."""
+    return _heldout_distances(data_source, data_stamp(data_source))
+
+
+@functools.lru_cache(maxsize=4)
+def _heldout_distances(data_source: str, _stamp: tuple) -> torch.Tensor:
     train, _ = load_mnist(data_source, "train")
     held, _ = load_mnist(data_source, "heldout")
     return nearest_distances(crop_to_28(held), crop_to_28(train))
