@@ -117,6 +117,7 @@ def test_random_shift_keeps_digits_and_background():
 
 # --------------------------------------------------------------------------- evaluate_samples and CLI
 def test_evaluate_samples_orders_real_above_noise(cache):
+    classifier.load_classifier("builtin", TINY, cache)  # trained here when no earlier test on this worker did
     held, _ = load_mnist("builtin", "heldout")
     m = evaluate.evaluate_samples(held[::4], TINY, "builtin", cache)
     json.dumps(m)  # JSON-able
