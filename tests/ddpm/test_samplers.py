@@ -113,6 +113,11 @@ def test_heun_equals_diffusers(beta_schedule, prediction, steps):
     assert seen == pytest.approx(model_times, abs=1e-4)  # the same model calls at the same times
     assert len(seen) == 2 * steps - 1
     assert (ours - theirs).abs().max() <= 1e-6
+    pred = "eps" if prediction == "epsilon" else "v"  # sample() picks diffusers' times itself (unrounded)
+    drawn = samplers.sample(
+        model, x.shape, schedule, sampler="heun", steps=steps, x_T=x, clip_x0=False, prediction=pred
+    )
+    assert torch.equal(drawn, solvers.heun(model, x.float(), schedule, times, prediction=pred))  # (in float32)
 
 
 @pytest.mark.parametrize("beta_schedule", ["linear", "squaredcos_cap_v2"])

@@ -141,6 +141,9 @@ def sample(
         solver, levels = (heun if sampler == "heun" else dpm_solver_2m), None
         if spacing == "karras":
             levels, at = karras_levels(schedule, steps or schedule.T, sigma_max=sigma_max)
+        elif sampler == "heun" and spacing == "evenly" and (steps or schedule.T) > 1:
+            # diffusers' HeunDiscreteScheduler ("linspace") steps through linspace(0, T-1, steps) unrounded, in float32
+            at = torch.linspace(0, schedule.T - 1, steps or schedule.T, dtype=torch.float64).float().flip(0).tolist()
         elif sampler == "heun":
             at = timestep_subsequence(schedule.T, steps or schedule.T, spacing).flip(0).tolist()
         elif spacing == "trailing":  # diffusers' trailing points end at T / steps - 1: none to drop
