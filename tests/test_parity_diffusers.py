@@ -107,3 +107,16 @@ def test_sinusoidal_embedding_equals_diffusers_where_its_options_apply():
     t = torch.rand(100) * 1000
     for name, flags in [("ddpm", (False, 1)), ("adm", (True, 0))]:
         assert same_bits(timestep_embed.sinusoidal_embedding(t, 64, name), diffusers_embedding(t, 64, *flags))
+
+
+@pytest.mark.parametrize("dim, shift", [(8, 5), (9, 4.5), (16, 9)])
+def test_a_shift_past_half_the_width_gives_diffusers_growing_frequencies(dim, shift):
+    """h - freq_shift < 0: the frequencies grow with k, finite where they fit float32, as diffusers computes them;
+    only h - freq_shift = 0 (0 / 0 at k = 0) is NaN there and refused here."""
+    t = torch.tensor([0.0, 1.0, 2.0, 7.5])
+    assert same_bits(
+        timestep_embed.get_timestep_embedding(t, dim, False, shift), diffusers_embedding(t, dim, False, shift)
+    )
+    assert torch.isnan(diffusers_embedding(t, 8, False, 4)).any()
+    with pytest.raises(ValueError, match="denominator h - freq_shift = 0"):
+        timestep_embed.get_timestep_embedding(t, 8, False, 4)

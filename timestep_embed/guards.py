@@ -60,14 +60,16 @@ class LowPrecisionTimestepWarning(UserWarning):
 
 # ------------------------------------------------------------------------------ the options
 def check_dim(dim, freq_shift: float = 0.0) -> None:
-    """``dim`` must be an int >= 1 and the exponent's denominator ``dim // 2 - freq_shift`` > 0."""
+    """``dim`` must be an int >= 1 and the exponent's denominator ``dim // 2 - freq_shift`` not 0 (0 / 0 at k = 0:
+    NaN). Below 0 the frequencies grow with k, as diffusers computes them; `check_options` refuses them where they
+    overflow."""
     check_int(dim, "dim")
     half = int(dim) // 2
-    if half >= 1 and half - freq_shift <= 0:
+    if half >= 1 and half - freq_shift == 0:
         raise ValueError(
             f"dim={dim} with freq_shift={freq_shift} gives the frequency exponent -k / (h - freq_shift) "
-            f"a denominator h - freq_shift = {half - freq_shift} <= 0 (h = dim // 2 = {half}); diffusers "
-            "silently returns NaN here. Use a larger dim or freq_shift=0."
+            f"a denominator h - freq_shift = 0 (h = dim // 2 = {half}); diffusers silently returns NaN here "
+            "(0 / 0 at k = 0). Use a larger dim or freq_shift=0."
         )
 
 
