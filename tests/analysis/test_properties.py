@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -164,6 +165,8 @@ def test_wavelengths():
     assert w[3] == pytest.approx(2 * np.pi * 1e4) and w[7] == w[3]
     emb = properties.embed([0.3, 0.3 + w[2]], 8, "ddpm")  # each column repeats after its wavelength
     assert abs(emb[1, 2] - emb[0, 2]) < 1e-9 and abs(emb[1, 6] - emb[0, 6]) < 1e-9
+    flipped = Convention("concat", "cos", 0.0, scale=-0.37)  # a negative scale: the same periods, positive
+    assert np.array_equal(properties.wavelengths(8, flipped), properties.wavelengths(8, replace(flipped, scale=0.37)))
 
 
 # ------------------------------------------------------------------------------ coverage

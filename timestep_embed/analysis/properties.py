@@ -258,5 +258,5 @@ def wavelengths(dim: int, convention: str | Convention = "adm") -> np.ndarray:
     out = np.full(dim, np.inf)
     for j, w in enumerate(angular_frequencies(dim, conv)):
         for function in ("sin", "cos"):
-            out[conv.column_of(function, j, dim)] = 2 * math.pi / w
+            out[conv.column_of(function, j, dim)] = 2 * math.pi / abs(w)  # a period: a negative scale flips the sign
     return out
