@@ -2,6 +2,7 @@
 
 import itertools
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -120,3 +121,13 @@ def test_a_shift_past_half_the_width_gives_diffusers_growing_frequencies(dim, sh
     assert torch.isnan(diffusers_embedding(t, 8, False, 4)).any()
     with pytest.raises(ValueError, match="denominator h - freq_shift = 0"):
         timestep_embed.get_timestep_embedding(t, 8, False, 4)
+
+
+def test_numpy_uint64_past_int64_rounds_once_as_diffusers_does():
+    """A uint64 array above 2**63 is embedded from its own values: through float64 it would round twice
+    (2**63 + 2**39 + 1 -> 2**63 + 2**39 -> 2**63 in float32, where the value itself rounds to 2**63 + 2**40)."""
+    array = np.array([2**63 + 2**39 + 1, 5], dtype=np.uint64)
+    if not hasattr(torch, "uint64"):
+        pytest.skip("torch < 2.3 has no uint64")
+    theirs = diffusers_embedding(torch.from_numpy(array), 32)
+    assert same_bits(timestep_embed.get_timestep_embedding(array, 32), theirs)

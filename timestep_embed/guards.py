@@ -177,8 +177,10 @@ def as_tensor(timesteps: TimestepsLike, device=None, name: str = "timesteps") ->
         t = check_dense(timesteps, name) if device is None else check_dense(timesteps, name).to(device)
     else:
         array = real_array(timesteps, name)
-        if array.dtype.kind == "u":  # torch lacks most uint32/uint64 ops; uint64 >= 2**63 must not wrap
-            array = array.astype(np.int64 if array.size == 0 or array.max() < 2**63 else np.float64)
+        if array.dtype.kind == "u" and (array.size == 0 or array.max() < 2**63):  # torch lacks most unsigned ops
+            array = array.astype(np.int64)
+        elif array.dtype.kind == "u" and not hasattr(torch, "uint64"):  # torch < 2.3: float64, which rounds twice
+            array = array.astype(np.float64)
         t = torch.tensor(array, device=device)  # a copy: 0-d, read-only and strided arrays all work
     if t.dtype == torch.bool or t.dtype.is_complex:
         raise TypeError(f"{name} must be an integer or floating tensor, got dtype {t.dtype}")
