@@ -166,3 +166,11 @@ def test_contract_for_reads_class_and_config_and_each_contract_computes():
         get_contract("sd4")
     with pytest.raises(ValueError, match="no model family 'sd4'"):
         get_family("sd4")
+
+
+def test_a_contract_whose_pipeline_casts_the_timestep_names_that_dtype():
+    """What `describe` prints must agree with what `sinusoid_input` computes: a pipeline that casts the timestep to
+    the model's or the latents' dtype does not form the sinusoid's input in float32 (AuraFlow's said so)."""
+    for name, contract in CONTRACTS.items():
+        if contract.pipeline_cast in ("before", "after"):
+            assert "dtype" in contract.formed_in, (name, contract.formed_in)

@@ -63,6 +63,7 @@ AURAFLOW = Family(
         pipeline="t / 1000 in the latents' dtype", inside="Timesteps(256, scale=1000) multiplies the phase by 1000",
         convention=ADM_1000, mlp="256 -> hidden -> hidden, SiLU (time_step_proj)",
         injection="adaLN-Zero (AdaLayerNormZero in the MMDiT and DiT blocks)", diffusers="AuraFlowTransformer2DModel",
+        formed_in="the latents' dtype, then float32 (bfloat16: sigma 0.999 reaches the sinusoid as 1.0)",
         to_model=over_1000, pipeline_cast="after"),
     layouts=(Layout("auraflow", (MLPKeys("timestep", "time_step_proj."),),
                     _DIFFUSERS + "auraflow_transformer_2d.py (Timesteps(256, scale=1000) fed t / 1000)",
