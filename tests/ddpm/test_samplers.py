@@ -243,10 +243,16 @@ def test_sample_dispatches_to_the_solvers_with_the_configured_subsequence():
     )
     assert times == [999, 799, 599, 400, 200]  # diffusers' DPMSolverMultistepScheduler.set_timesteps(5) too
     times.clear()
+
+    def recording_floats(x, t):
+        times.append(float(t[0]))
+        return torch.zeros_like(x)
+
     samplers.sample(
-        recording, (1, 1, 2, 2), schedule, sampler="heun", steps=5, generator=torch.Generator().manual_seed(0)
+        recording_floats, (1, 1, 2, 2), schedule, sampler="heun", steps=5, generator=torch.Generator().manual_seed(0)
     )
-    assert times == [999, 749, 749, 500, 500, 250, 250, 0, 0]  # the evenly spaced steps, two calls a step
+    # linspace(0, 999, 5) unrounded, as diffusers' HeunDiscreteScheduler: two calls a step, one for the last
+    assert times == [999, 749.25, 749.25, 499.5, 499.5, 249.75, 249.75, 0, 0]
 
 
 @pytest.mark.parametrize("spacing, theirs", [("evenly", "linspace"), ("leading", "leading"), ("trailing", "trailing")])
