@@ -158,6 +158,19 @@ def test_resume_of_a_finished_run_trains_nothing_and_keeps_everything(tmp_path, 
         assert (run / name).read_bytes() == files_before[name], name
 
 
+def test_the_log_holds_every_step_once_at_the_end_and_across_a_stop(tmp_path):
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    over = fast("train.steps=7", "train.log_every=3", "train.snapshot_every=0")
+    run_training(SMOKE, straight, overrides=over, progress=False)
+    run_training(SMOKE, stopped, overrides=over, progress=False, callback=lambda n, *_: n >= 5)
+    run_training(SMOKE, stopped, overrides=over, progress=False, resume=True)
+    logged = {run.name: [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()] for run in
+              (straight, stopped)}  # fmt: skip
+    assert [r["step"] for r in logged["straight"]] == [1, 3, 6, 7]  # the last line: the steps after 6
+    assert [r["step"] for r in logged["stopped"]] == [1, 3, 5, 6, 7]  # a line where it stopped, none twice
+    assert logged["straight"][-1]["loss"] == logged["stopped"][-1]["loss"]  # step 7's own loss, resumed bit-exact
+
+
 def test_resume_past_a_smaller_budget_says_so_and_shows_no_progress_past_the_end(tmp_path, caplog, capsys):
     run = tmp_path / "run"
     run_training(SMOKE, run, overrides=FAST, progress=False, callback=lambda n, *_: n >= 3)

@@ -130,7 +130,8 @@ def drop_log_lines_after(path: Path, step: int) -> None:
 
 
 class TrainingLog:
-    """``log.jsonl`` (a line every ``train.log_every`` steps, appended and flushed), the progress bar and,
+    """``log.jsonl`` (a line every ``train.log_every`` steps and one where training ends or stops, appended and
+    flushed: each step's loss in one line's mean), the progress bar and,
     with ``train.tensorboard``, TensorBoard's events; on rank 0 (``out`` None elsewhere).
 
     The losses are summed on the device; the sum and the gradient norm are read (one host sync) at each
@@ -182,6 +183,12 @@ class TrainingLog:
         if step % self.t.log_every == 0 or step == 1:
             self._line(step, lr, grad_norm, elapsed)
         self.bar.update(1 if self.t.steps else min(round(elapsed), self.bar.total) - self.bar.n)
+
+    def last_line(self, step: int, lr: float, grad_norm, elapsed: float) -> None:
+        """At the end of training (finished or interrupted): a line for the steps since the last one, if any, so
+        that every step's loss is in the log once (a resume goes on from the checkpoint, which is this step)."""
+        if self.loss_sum is not None and step > self.window[1]:
+            self._line(step, lr, grad_norm, elapsed)
 
     def _line(self, step: int, lr: float, grad_norm, elapsed: float) -> None:
         start = self.window

@@ -213,39 +213,42 @@ def train_loop(
                  f"train.steps = {t.steps}" if t.steps else f"train.minutes = {t.minutes}")  # fmt: skip
     logbook = TrainingLog(out_dir if rt.is_main else None, t, step, elapsed, show=progress and not done)
     last_checkpoint, interrupted = time.time(), False
+    lr, grad_norm = 0.0, torch.zeros(())  # the last step's, for the log's last line
     try:
-        while not done:
-            # Learning rate: linear warmup, then cosine decay over the budget (steps or the clock).
-            used = budget.progress(step)
-            lr = lr_at(used, step, t)
-            set_lr(opt, lr)
-            # The step; consistency's r(t) moves towards t in c.stages stages over the budget.
-            loss, grad_norm = run_step(0 if c is None else min(int(used * c.stages), c.stages - 1))
-            # EMA with warmup, so a short run averages its last part rather than its random start.
-            update_ema(ema_params, params, step, t.ema_decay)
-            step += 1
-            # The loss stays on the device; the log reads it (and the gradient norm) at its lines only.
-            logbook.step(step, loss, lr, grad_norm, budget.elapsed)
-            # The budget; a look at the EMA every snapshot_every steps; a checkpoint every checkpoint_minutes.
-            done = budget.progress(step) >= 1
-            if callback is not None and callback(step, model, ema, loss):
-                break
-            if rt.is_main and t.snapshot_every and step % t.snapshot_every == 0:
-                look, how = progress_snapshot(ema, cfg, rt)
-                caption = f"step {step}, EMA weights, {len(look)} samples, {how}"
-                save_samples_png(look, out_dir / f"snapshot_{step:06d}.png", nrow=8, caption=caption)
-                logbook.image("progress", look, step)
-            if rt.is_main and not done and time.time() - last_checkpoint > 60 * t.checkpoint_minutes:
-                logbook.read(step, grad_norm, new_window=False)  # a checkpoint only of a finite loss
-                save_training_state(path, cfg.to_dict(), model, ema, opt, gen, step, budget.elapsed)
-                last_checkpoint = time.time()
-    except KeyboardInterrupt:
-        interrupted = True
-        if rt.is_main and step > start_step:
-            log.warning("interrupted at step %d: saving %s", step, path)
+        try:
+            while not done:
+                # Learning rate: linear warmup, then cosine decay over the budget (steps or the clock).
+                used = budget.progress(step)
+                lr = lr_at(used, step, t)
+                set_lr(opt, lr)
+                # The step; consistency's r(t) moves towards t in c.stages stages over the budget.
+                loss, grad_norm = run_step(0 if c is None else min(int(used * c.stages), c.stages - 1))
+                # EMA with warmup, so a short run averages its last part rather than its random start.
+                update_ema(ema_params, params, step, t.ema_decay)
+                step += 1
+                # The loss stays on the device; the log reads it (and the gradient norm) at its lines only.
+                logbook.step(step, loss, lr, grad_norm, budget.elapsed)
+                # The budget; a look at the EMA every snapshot_every steps; a checkpoint every checkpoint_minutes.
+                done = budget.progress(step) >= 1
+                if callback is not None and callback(step, model, ema, loss):
+                    break
+                if rt.is_main and t.snapshot_every and step % t.snapshot_every == 0:
+                    look, how = progress_snapshot(ema, cfg, rt)
+                    caption = f"step {step}, EMA weights, {len(look)} samples, {how}"
+                    save_samples_png(look, out_dir / f"snapshot_{step:06d}.png", nrow=8, caption=caption)
+                    logbook.image("progress", look, step)
+                if rt.is_main and not done and time.time() - last_checkpoint > 60 * t.checkpoint_minutes:
+                    logbook.read(step, grad_norm, new_window=False)  # a checkpoint only of a finite loss
+                    save_training_state(path, cfg.to_dict(), model, ema, opt, gen, step, budget.elapsed)
+                    last_checkpoint = time.time()
+        except KeyboardInterrupt:
+            interrupted = True
+            if rt.is_main and step > start_step:
+                log.warning("interrupted at step %d: saving %s", step, path)
+        logbook.last_line(step, lr, grad_norm, budget.elapsed)  # the steps since the last line: each logged once
     finally:
         logbook.close()
-    final_loss = logbook.read(step)[0] if step > start_step else None  # the steps since the last log line
+    final_loss = logbook.read(step)[0] if step > start_step else None  # the last line's: the last steps' mean
     if rt.is_main and (step > start_step or not path.exists() and not interrupted):
         save_training_state(path, cfg.to_dict(), model, ema, opt, gen, step, budget.elapsed)
     stats = {
