@@ -38,6 +38,7 @@ from .runfolder import kept_results, run_config_for, starting
 from .runlog import TrainingDiverged, TrainingLog, save_loss_curve, save_samples_png
 from .runtime import GraphedStep, Runtime, broadcast_float, cleanup, set_lr, setup, torch_older_than
 from .schema import ConfigError, to_dict
+from .solvers import karras_levels
 from .trained import describe_sampling, generate, load_model, progress_snapshot
 from .unet import UNet, check_fits
 
@@ -293,6 +294,13 @@ def run_training(
         raise ValueError("out_dir = '': expected a folder for the run (e.g. runs/x)")
     out, start = Path(out_dir if out_dir is not None else cfg.train.out_dir), time.time()
     check_fits(load_mnist(cfg.data.source, "train", cfg.data.pad_to_32)[0], cfg.model)  # fails before any write
+    if cfg.sample.spacing == "karras":  # the sampler's own check of its noise levels, now, not after the training
+        try:
+            karras_levels(schedule_from_config(cfg.diffusion), cfg.sample.steps, sigma_max=cfg.sample.sigma_max)
+        except ValueError as exc:
+            raise ConfigError(
+                f"sample.sigma_max = {cfg.sample.sigma_max:g} with sample.spacing = 'karras': {exc}"
+            ) from None
     if cfg.eval.enabled:  # what the scores need, found now, not after the training
         if cfg.sample.num_samples < 2:
             raise ConfigError(
