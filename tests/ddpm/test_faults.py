@@ -30,6 +30,7 @@ from timestep_embed.ddpm import (
     load_classifier,
     run_training,
 )
+from timestep_embed.ddpm import train as train_module
 from timestep_embed.ddpm.checkpoint import load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -169,6 +170,49 @@ def test_the_log_holds_every_step_once_at_the_end_and_across_a_stop(tmp_path):
     assert [r["step"] for r in logged["straight"]] == [1, 3, 6, 7]  # the last line: the steps after 6
     assert [r["step"] for r in logged["stopped"]] == [1, 3, 5, 6, 7]  # a line where it stopped, none twice
     assert logged["straight"][-1]["loss"] == logged["stopped"][-1]["loss"]  # step 7's own loss, resumed bit-exact
+
+
+class _OnceAt:
+    """Calls ``real``, raising KeyboardInterrupt once, at call ``n``: before the call (``after=False``) or after it."""
+
+    def __init__(self, real, n: int, after: bool):
+        self.real, self.n, self.after, self.calls = real, n, after, 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls == self.n and not self.after:
+            raise KeyboardInterrupt
+        out = self.real(*args, **kwargs)
+        if self.calls == self.n and self.after:
+            raise KeyboardInterrupt
+        return out
+
+
+@pytest.mark.parametrize("where", ["after the AdamW update", "before the EMA update"])
+def test_ctrl_c_inside_a_step_saves_a_whole_step_and_the_resume_is_the_straight_run(tmp_path, monkeypatch, where):
+    """A signal lands wherever Python is: after opt.step() but before the step is counted and averaged, the
+    checkpoint finishes that step (its count and EMA), so the resumed run ends where the straight one does."""
+    over = fast("train.steps=8", "train.snapshot_every=0")
+    run_training(SMOKE, tmp_path / "straight", overrides=over, progress=False)
+    if where == "after the AdamW update":
+        make = train_module.adamw
+
+        def interrupted_adamw(*args, **kwargs):
+            opt = make(*args, **kwargs)
+            opt.step = _OnceAt(opt.step, 5, after=True)
+            return opt
+
+        monkeypatch.setattr(train_module, "adamw", interrupted_adamw)
+    else:
+        monkeypatch.setattr(train_module, "update_ema", _OnceAt(train_module.update_ema, 5, after=False))
+    stopped = run_training(SMOKE, tmp_path / "stopped", overrides=over, progress=False)
+    assert stopped["interrupted"] and stopped["train_steps"] == 5
+    monkeypatch.undo()
+    run_training(SMOKE, tmp_path / "stopped", overrides=over, progress=False, resume=True)
+    straight, _ = load_checkpoint(tmp_path / "straight" / "checkpoint.safetensors")
+    resumed, _ = load_checkpoint(tmp_path / "stopped" / "checkpoint.safetensors")
+    assert straight.keys() == resumed.keys()
+    assert [k for k in straight if not torch.equal(straight[k], resumed[k])] == []
 
 
 def test_resume_past_a_smaller_budget_says_so_and_shows_no_progress_past_the_end(tmp_path, caplog, capsys):

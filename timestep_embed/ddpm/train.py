@@ -81,6 +81,13 @@ def adamw(params, lr: float, *, weight_decay: float = 0.0, betas=(0.9, 0.999)) -
         return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)
 
 
+def adamw_steps(opt: torch.optim.Optimizer, params: Sequence[torch.Tensor]) -> int:
+    """How many updates the optimizer has made (AdamW's ``step`` of the first parameter it updates; 0 before the
+    first): one host read, when training stops."""
+    steps = (opt.state[p]["step"] for p in params if "step" in opt.state.get(p, {}))
+    return int(next(steps, 0))
+
+
 @torch.no_grad()
 def update_ema(ema: nn.Module | Sequence[torch.Tensor], model: nn.Module | Sequence[torch.Tensor], step: int,
                max_decay: float) -> None:  # fmt: skip
@@ -215,6 +222,7 @@ def train_loop(
     logbook = TrainingLog(out_dir if rt.is_main else None, t, step, elapsed, show=progress and not done)
     last_checkpoint, interrupted = time.time(), False
     lr, grad_norm = 0.0, torch.zeros(())  # the last step's, for the log's last line
+    averaged = step  # the steps the EMA has taken in
     try:
         try:
             while not done:
@@ -224,9 +232,10 @@ def train_loop(
                 set_lr(opt, lr)
                 # The step; consistency's r(t) moves towards t in c.stages stages over the budget.
                 loss, grad_norm = run_step(0 if c is None else min(int(used * c.stages), c.stages - 1))
-                # EMA with warmup, so a short run averages its last part rather than its random start.
-                update_ema(ema_params, params, step, t.ema_decay)
                 step += 1
+                # EMA with warmup, so a short run averages its last part rather than its random start.
+                update_ema(ema_params, params, step - 1, t.ema_decay)
+                averaged = step
                 # The loss stays on the device; the log reads it (and the gradient norm) at its lines only.
                 logbook.step(step, loss, lr, grad_norm, budget.elapsed)
                 # The budget; a look at the EMA every snapshot_every steps; a checkpoint every checkpoint_minutes.
@@ -244,6 +253,11 @@ def train_loop(
                     last_checkpoint = time.time()
         except KeyboardInterrupt:
             interrupted = True
+            # A signal lands wherever Python is: a step whose AdamW update is done is finished (counted, averaged)
+            if adamw_steps(opt, params) > step:
+                step += 1
+            if averaged < step:
+                update_ema(ema_params, params, step - 1, t.ema_decay)
             if rt.is_main and step > start_step:
                 log.warning("interrupted at step %d: saving %s", step, path)
         logbook.last_line(step, lr, grad_norm, budget.elapsed)  # the steps since the last line: each logged once
