@@ -352,3 +352,40 @@ def test_embedder_scalar_step_with_an_unbatched_condition_is_one_row():
         expected = embedder.time_embedding(embedder.time_proj(torch.tensor(5)), condition)
         assert expected.shape == (32,) and torch.equal(embedder(torch.tensor(5), condition), expected)
         assert embedder(5, condition[None].expand(3, 4)).shape == (3, 32)  # [B, cond_dim]: B rows
+
+
+def test_quarter_log_takes_a_half_precision_sigma_to_float32_first():
+    """EDM casts sigma to float32 before c_noise = ln(sigma) / 4: a bfloat16 log would be off by 1.8e-3 at 80."""
+    for dtype in (torch.float16, torch.bfloat16):
+        sigma = torch.tensor([0.5, 80.0], dtype=dtype)  # both exact in either dtype
+        assert torch.equal(time_input(sigma, "quarter_log"), torch.tensor([0.5, 80.0]).log() / 4)
+
+
+def test_the_integer_step_cache_is_the_cpus_whatever_the_default_device():
+    module, t = SinusoidalEmbedding(16, num_timesteps=1000), torch.tensor([1, 2])
+    torch.set_default_device("meta")
+    try:
+        out = module(t)
+    finally:
+        torch.set_default_device(None)
+    assert out.device.type == "cpu" and torch.equal(out, sinusoidal_embedding(t, 16))
+
+
+def test_a_batch_condition_applies_to_each_rows_per_token_timesteps():
+    torch.manual_seed(0)
+    embedder = TimestepEmbedder(64, 16, cond_dim=4)
+    t, condition = torch.tensor([[0, 999, 500], [7, 7, 3]]), torch.randn(2, 4)
+    with torch.no_grad():
+        rows = torch.stack([embedder(t[b], condition=condition[b].expand(3, 4)) for b in range(2)])
+        assert torch.allclose(embedder(t, condition=condition), rows, atol=1e-6)
+
+
+def test_batch_size_takes_one_step_or_as_many_rows():
+    embedder = TimestepEmbedder(32, 8)
+    with torch.no_grad():
+        one = embedder(torch.tensor(5), batch_size=3)
+        assert torch.equal(embedder(torch.tensor([5]), batch_size=3), one)  # [1] expands, as diffusers' UNets do
+        assert torch.equal(embedder(5, batch_size=3), one)
+    for t in (torch.zeros(2, 5), [1, 2], torch.tensor([1, 2])):
+        with pytest.raises(ValueError, match=r"is not one step or 3 rows: batch_size=3"):
+            embedder(t, batch_size=3)

@@ -58,6 +58,19 @@ def test_save_pretrained_round_trip(name, dtype, tmp_path):
     assert loaded.config() == embedder.config()
 
 
+def test_fourier_features_keep_their_stored_dtype_beside_a_bfloat16_mlp(tmp_path):
+    torch.manual_seed(0)
+    embedder = TimestepEmbedder(64, time_proj=FourierEmbedding(16, log=True))
+    embedder.time_embedding.bfloat16()  # the MLP in bfloat16, the Fourier weights in float32
+    embedder.save_pretrained(tmp_path / "e")
+    loaded = TimestepEmbedder.from_pretrained(tmp_path / "e")
+    assert loaded.time_proj.weight.dtype == torch.float32
+    assert loaded.time_embedding.linear_1.weight.dtype == torch.bfloat16
+    sigma = torch.tensor([0.002, 1.0, 80.0])
+    with torch.no_grad():
+        assert torch.equal(loaded(sigma), embedder(sigma))
+
+
 def test_the_hub_mixin_reads_the_folder(tmp_path):
     """huggingface_hub.PyTorchModelHubMixin rebuilds an embedder with the default sinusoid and MLP
     from the same folder: config.json holds the constructor's arguments."""

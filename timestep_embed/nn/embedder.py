@@ -122,8 +122,10 @@ class TimestepEmbedder(nn.Module):
         ([`distinct_values`][timestep_embed.sinusoidal.distinct_values]); not with a ``condition``, not when ``t``
         requires grad, not for a ``time_proj`` of ``in_features`` per row, not under tracing or compiling.
 
-        A scalar or 0-d ``t`` with ``batch_size`` (or a ``condition`` ``[B, cond_dim]``) is one step for
-        the whole batch: ``[batch_size, emb_dim]``, as diffusers' UNets expand a scalar timestep.
+        A scalar or 0-d ``t`` with ``batch_size`` (or a ``condition`` ``[B, cond_dim]``), or a ``t`` ``[1]`` with
+        ``batch_size``, is one step for the whole batch: ``[batch_size, emb_dim]``, as diffusers' UNets expand a
+        timestep; another ``t`` must have ``batch_size`` rows. A ``condition`` ``[B, cond_dim]`` with per-token
+        ``t`` ``[B, tokens]`` applies to each batch row's tokens.
         """
         weights = self.time_embedding.linear_1.weight
         if condition is not None and not isinstance(condition, torch.Tensor):
@@ -133,18 +135,24 @@ class TimestepEmbedder(nn.Module):
         batch: int | None = None
         if batch_size is not None:
             batch = check_int(batch_size, "batch_size")
-            if isinstance(t, torch.Tensor) and t.dim() == 1 and t.shape[0] != batch:
-                raise ValueError(f"t holds {t.shape[0]} timesteps but batch_size={batch}")
+            t = t if isinstance(t, torch.Tensor) else as_tensor(t, weights.device)
+            if t.numel() != 1 and (t.dim() == 0 or t.shape[0] != batch):
+                raise ValueError(f"t of shape {tuple(t.shape)} is not one step or {batch} rows: batch_size={batch}")
         else:
             batch = condition.shape[0] if condition is not None and condition.dim() > 1 else None  # [B, cond_dim]
-        if batch is not None and (not isinstance(t, torch.Tensor) or t.dim() == 0):
-            t = as_tensor(t, weights.device).expand(batch)
+        one_step = not isinstance(t, torch.Tensor) or t.dim() == 0 or t.shape == (1,) and batch_size is not None
+        if batch is not None and one_step:  # one step for the batch: [1] too, as diffusers' UNets expand it
+            t = as_tensor(t, weights.device).reshape(()).expand(batch)
         t = time_input(t, self.time_input, self.num_timesteps)
         # FourierEmbedding(in_features=F) takes [..., F]: one timestep per row of F, not per entry
         proj = self.time_proj
         per_entry = not (isinstance(proj, FourierEmbedding) and proj.in_features is not None)
         if isinstance(proj, FourierEmbedding) and proj.in_features == 1:
             t = _rows_of_one(t, proj.weight)
+        if condition is not None and per_entry and isinstance(t, torch.Tensor) and t.dim() > 1 and condition.dim() == 2:
+            # [B, cond_dim] with per-token t [B, tokens]: each batch row's condition for its tokens (right-aligned
+            # broadcasting would pair condition row i with token i)
+            condition = condition.reshape(condition.shape[0], *[1] * (t.dim() - 1), condition.shape[1])
         if condition is None and per_entry and isinstance(t, torch.Tensor) and not t.requires_grad:
             # Per-token timesteps [B, tokens] hold few distinct values: sinusoid and MLP on those, then
             # gather. The rows equal a per-token run's up to the matrix multiply's rounding (which
@@ -217,7 +225,7 @@ class TimestepEmbedder(nn.Module):
         path = match.path(which)
         others = [p.describe() for p in match.paths if p is not path]
         log.info("%s %s found: %s", match.describe(), path.describe(), "; also: " + ", ".join(others) if others else "")
-        return embedder.to(_stored_dtype(ours))  # every part, the sinusoid or Fourier features too
+        return _stored_proj(embedder.to(_stored_dtype(ours)), ours)  # the MLP's dtype, Fourier features their own
 
     def config(self) -> dict:
         """The constructor arguments, JSON-able: what `save_pretrained` writes to ``config.json``
@@ -280,8 +288,19 @@ class TimestepEmbedder(nn.Module):
                     raise ValueError(f"{name_or_path}: its config.json does not build a {cls.__name__}: {exc}") from exc
 
             embedder = build_to_fit(build, state, f"{name_or_path}")
-            dtype = dtype or _stored_dtype(state)  # as from_state_dict
+            if dtype is None:  # as from_state_dict
+                return _stored_proj(embedder.to(dtype=_stored_dtype(state)), state).to(device=place)
         return embedder.to(device=place, dtype=dtype)
+
+
+def _stored_proj(embedder: TimestepEmbedder, state: Mapping[str, torch.Tensor]) -> TimestepEmbedder:
+    """``embedder`` whose time projection keeps the dtype its weights are stored in (Fourier features in float32
+    beside a bfloat16 MLP), loaded again from ``state``: casting the whole embedder to the MLP's dtype rounded them."""
+    stored = {k.removeprefix("time_proj."): v for k, v in state.items() if k.startswith("time_proj.")}
+    if stored:
+        embedder.time_proj.to(run_dtype(*(v.dtype for v in stored.values())))
+        load_state_dict_checked(embedder.time_proj, stored, "the time projection's weights")
+    return embedder
 
 
 def _stored_dtype(state: Mapping[str, torch.Tensor]) -> torch.dtype:

@@ -113,7 +113,7 @@ class SinusoidalEmbedding(nn.Module):
     def _cached_rows(self) -> torch.Tensor:
         """The rows of ``0 .. T-1`` [T, dim] (CPU), computed by the core on first use."""
         if self._rows is None:
-            steps = torch.arange(int(self.num_timesteps or 0))
+            steps = torch.arange(int(self.num_timesteps or 0), device="cpu")  # CPU, whatever the default device
             with torch.inference_mode(False):  # rows made in inference mode would break later autograd
                 rows = sinusoidal_embedding(steps, self.dim, self.convention, **self.options())
             if not cacheable(rows):
