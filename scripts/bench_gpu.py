@@ -2,7 +2,7 @@
 trainer's rate.
 
 1. ``get_timestep_embedding`` (ours / diffusers', ``flip_sin_to_cos=True, downscale_freq_shift=0``) for N
-   timesteps from 1 to 2^20, int64, float32 and bfloat16, eager and ``torch.compile``-d (dynamic shapes);
+   timesteps from 1 to 2^20, int64, float32 and bfloat16, eager and ``torch.compile``-d (a full graph per width);
 2. ``TimestepEmbedder(1280, sinusoid_dim=320)`` / diffusers' ``Timesteps(320)`` + ``TimestepEmbedding(320, 1280)``
    with the same weights, under bf16 autocast (float32 on a CPU), eager and compiled;
 3. on CUDA, the sync check: ``torch.cuda.set_sync_debug_mode("error")`` around the forward pass of the function,
@@ -28,6 +28,7 @@ import json
 import statistics
 import tempfile
 import time
+import traceback
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -91,22 +92,31 @@ def timesteps(n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     return t.to(dtype).to(device)
 
 
+@functools.cache
+def compiled_at(fn, dim: int):
+    """``t -> fn(t, dim, True, 0)`` compiled with the width a constant (one graph per width; N turns dynamic after
+    its second value): with the width an argument, dynamo makes it symbolic and the guards' check of it breaks
+    the graph (131 us a call at N = 1 on a CPU, against 17)."""
+    return torch.compile(lambda t: fn(t, dim, True, 0), fullgraph=True)
+
+
 def bench_function(device, cells, modes: list[str], rounds: int) -> list[dict]:
-    """Eager: every dtype; compiled (one graph per dtype and N = 1, dynamic N beyond): float32."""
+    """Eager: every dtype; compiled (a graph per width, fullgraph: a break fails the row): float32."""
     theirs_fn = require_diffusers().models.embeddings.get_timestep_embedding
-    variants = {"eager": (get_timestep_embedding, theirs_fn, DTYPES)}
-    if "compiled" in modes:
-        compiled = (torch.compile(get_timestep_embedding, dynamic=True), torch.compile(theirs_fn, dynamic=True))
-        variants["compiled"] = (*compiled, {"float32": torch.float32})
+    variants = {"eager": DTYPES, "compiled": {"float32": torch.float32}}
     rows = []
-    for mode, (ours, theirs, dtypes) in variants.items():
+    for mode, dtypes in variants.items():
         if mode not in modes:
             continue
         for dtype_name, dtype in dtypes.items():
             for n, dim in cells:
                 t = timesteps(n, dtype, device)
-                calls = {"ours": functools.partial(ours, t, dim, True, 0),
-                         "diffusers": functools.partial(theirs, t, dim, True, 0)}  # fmt: skip
+                if mode == "eager":
+                    calls = {"ours": functools.partial(get_timestep_embedding, t, dim, True, 0),
+                             "diffusers": functools.partial(theirs_fn, t, dim, True, 0)}  # fmt: skip
+                else:
+                    calls = {"ours": functools.partial(compiled_at(get_timestep_embedding, dim), t),
+                             "diffusers": functools.partial(compiled_at(theirs_fn, dim), t)}  # fmt: skip
                 out = median_times(calls, device, rounds, inner_calls(n * dim))
                 rows.append({"what": "function", "mode": mode, "dtype": dtype_name, "n": n, "dim": dim,
                              "ours_us": out["ours"] * 1e6, "diffusers_us": out["diffusers"] * 1e6,
@@ -165,7 +175,7 @@ def no_sync(name: str, fn: Callable[[], object], device: torch.device) -> dict:
         fn()
         result = {"check": name, "ok": True, "error": None}
     except RuntimeError as exc:
-        result = {"check": name, "ok": False, "error": str(exc).splitlines()[0][:300]}
+        result = {"check": name, "ok": False, "error": where_it_failed(exc)}
     finally:
         torch.cuda.set_sync_debug_mode("default")
     synchronize(device)
@@ -175,7 +185,7 @@ def no_sync(name: str, fn: Callable[[], object], device: torch.device) -> dict:
 
 def sync_checks(device: torch.device, folder: Path) -> list[dict]:
     if device.type != "cuda":
-        print("sync check  skipped: torch.cuda.set_sync_debug_mode needs CUDA")
+        print("sync check  skipped: torch.cuda.set_sync_debug_mode needs CUDA", flush=True)
         return []
     warnings.simplefilter("ignore", LowPrecisionTimestepWarning)
     results = []
@@ -214,17 +224,18 @@ def training_sync_check(device: torch.device, folder: Path, compile_: str) -> di
         return None
 
     overrides = ["train.steps=100", "train.log_every=100", "train.snapshot_every=0", f"train.device={device.type}",
+                 "model.augment=0.5",  # the shifts mnist-gpu trains with
                  f"train.compile={compile_}", "eval.enabled=false", "sample.num_samples=8", "sample.batch_size=8",
                  "sample.steps=2"]  # fmt: skip
     what = f"training loop, steps 21-70, compile={compile_}"
     try:
         run_training("mnist", folder / f"sync_check_{compile_}", overrides=overrides, progress=False, callback=watch)
     except RuntimeError as exc:
-        state["error"] = str(exc).splitlines()[0][:300]
+        state["error"] = where_it_failed(exc)
     finally:
         torch.cuda.set_sync_debug_mode("default")
     ok = state["error"] is None
-    print(f"sync check  {what:44} {'ok' if ok else 'FAILED: ' + str(state['error'])}")
+    print(f"sync check  {what:44} {'ok' if ok else 'FAILED: ' + str(state['error'])}", flush=True)
     return {"check": what, "ok": ok, "error": state["error"]}
 
 
@@ -240,14 +251,34 @@ def trainer_rate(device: torch.device, folder: Path, batch: int, compile_: str, 
     try:
         run_training("mnist", folder / name, overrides=overrides, progress=False)
     except Exception as exc:  # report and go on: one failed setting must not hide the others
-        print(f"trainer     batch {batch:4} compile={compile_:10} FAILED: {exc}")
-        return {"batch": batch, "compile": compile_, "steps_per_s": None, "error": str(exc)[:300]}
+        print(f"trainer     batch {batch:4} compile={compile_:10} FAILED: {where_it_failed(exc)}", flush=True)
+        return {"batch": batch, "compile": compile_, "steps_per_s": None, "error": where_it_failed(exc)}
     lines = [json.loads(x) for x in (folder / name / "log.jsonl").read_text().splitlines()]
     rates = [r["steps_per_s"] for r in lines if r["step"] > 200]
     rate = statistics.median(rates) if rates else lines[-1]["steps_per_s"]
     print(f"trainer     batch {batch:4} compile={compile_:10} {rate:8.1f} steps/s  "
           f"(run of {steps} steps: {time.perf_counter() - t0:.1f} s)", flush=True)  # fmt: skip
     return {"batch": batch, "compile": compile_, "steps_per_s": rate, "seconds": time.perf_counter() - t0}
+
+
+def diffusers_version() -> str:
+    try:
+        return require_diffusers().__version__
+    except ImportError:  # the trainer rows need no diffusers
+        return "not installed"
+
+
+def write(out: Path | None, result: dict) -> None:
+    if out is not None:
+        atomic_write_bytes(out, (json.dumps(result, indent=1) + "\n").encode())
+
+
+def where_it_failed(exc: BaseException) -> str:
+    """The error's first line and the last frames of its traceback (a sync check's error alone says only that some
+    operation synchronized): what a lease that cannot be repeated needs to find the cause."""
+    frames = traceback.format_tb(exc.__traceback__)[-4:]
+    first = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+    return first + " | " + " ".join(f.strip() for f in frames)[-1500:]
 
 
 def main(argv=None) -> int:
@@ -272,15 +303,15 @@ def main(argv=None) -> int:
              f"{args.modes!r}")  # fmt: skip
     if args.train_steps < 1:
         fail(f"--train-steps must be >= 1, got {args.train_steps}")
-    default_compile = "false,cudagraphs,step-graph" if device.type == "cuda" else "false,true"
+    default_compile = "false,step-graph,cudagraphs" if device.type == "cuda" else "false,true"  # the new one early
     train_compile = (args.train_compile or default_compile).split(",")
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
-    print(f"device {device} ({name}), torch {torch.__version__}, diffusers {require_diffusers().__version__}")
+    print(f"device {device} ({name}), torch {torch.__version__}, diffusers {diffusers_version()}", flush=True)
     cells = FUNCTION_CELLS[:3] if args.quick else FUNCTION_CELLS
     sizes = MODULE_SIZES[:3] if args.quick else MODULE_SIZES
     rounds = 3 if args.quick else 15
     result: dict = {"device": str(device), "device_name": name, "torch": torch.__version__,
-                    "diffusers": require_diffusers().__version__}  # fmt: skip
+                    "diffusers": diffusers_version()}  # fmt: skip
     warnings.simplefilter("ignore", LowPrecisionTimestepWarning)  # bfloat16 timesteps are a row of the table
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -292,10 +323,12 @@ def main(argv=None) -> int:
             elif part == "sync":
                 result["sync"] = sync_checks(device, folder)
             else:
-                result["trainer"] = [trainer_rate(device, folder, batch, mode, args.train_steps)
-                                     for mode in train_compile for batch in (64, 512)]  # fmt: skip
-            if args.out:  # after each part: a run stopped by a time limit keeps what it measured
-                atomic_write_bytes(args.out, (json.dumps(result, indent=1) + "\n").encode())
+                result["trainer"] = []
+                for mode in train_compile:
+                    for batch in (64, 512):
+                        result["trainer"].append(trainer_rate(device, folder, batch, mode, args.train_steps))
+                        write(args.out, result)  # after each row: a run stopped by a time limit keeps them
+            write(args.out, result)  # after each part, too
     return 0
 
 
