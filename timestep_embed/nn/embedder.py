@@ -140,7 +140,7 @@ class TimestepEmbedder(nn.Module):
                 raise ValueError(f"t of shape {tuple(t.shape)} is not one step or {batch} rows: batch_size={batch}")
         else:
             batch = condition.shape[0] if condition is not None and condition.dim() > 1 else None  # [B, cond_dim]
-        one_step = not isinstance(t, torch.Tensor) or t.dim() == 0 or t.shape == (1,) and batch_size is not None
+        one_step = not isinstance(t, torch.Tensor) or t.dim() == 0 or (t.shape == (1,) and batch_size is not None)
         if batch is not None and one_step:  # one step for the batch: [1] too, as diffusers' UNets expand it
             t = as_tensor(t, weights.device).reshape(()).expand(batch)
         t = time_input(t, self.time_input, self.num_timesteps)

@@ -19,6 +19,13 @@ def _activation(name, argument: str) -> nn.Module | None:
     return ACTIVATIONS[check_choice(name, argument, ACTIVATIONS)]()
 
 
+def _in_dtype_of(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``x`` in ``weight``'s dtype (Tensor.to costs microseconds even as a no-op: only when they differ). Float8
+    weights are storage: a hook upcasts them to the dtype it computes in (diffusers' enable_layerwise_casting), so
+    ``x`` stays as it came, as there."""
+    return x.to(weight.dtype) if x.dtype != weight.dtype and weight.dtype.itemsize > 1 else x
+
+
 class TimestepMLP(nn.Module):
     """``Linear -> act -> Linear [-> post_act]``: ``[..., in_dim] -> [..., out_dim or hidden_dim]``.
 
@@ -69,10 +76,7 @@ class TimestepMLP(nn.Module):
         sample = check_tensor(
             sample, "sample", device=weight.device, width=self.linear_1.in_features, width_name="in_dim"
         )
-        # (Tensor.to costs microseconds even as a no-op.) Float8 weights are storage: a hook upcasts them to the
-        # dtype it computes in (diffusers' enable_layerwise_casting), so the sample stays as it came, as there
-        if sample.dtype != weight.dtype and weight.dtype.itemsize > 1:
-            sample = sample.to(weight.dtype)
+        sample = _in_dtype_of(sample, weight)
         if condition is not None:
             if self.cond_proj is None:
                 raise ValueError("a condition was given but this TimestepMLP has no cond_proj (cond_dim=None)")
@@ -85,9 +89,7 @@ class TimestepMLP(nn.Module):
                     f"condition {tuple(condition.shape)} and sample {tuple(sample.shape)} must agree in their "
                     "leading (batch) dims, or broadcast"
                 ) from None
-            if condition.dtype != weight.dtype and weight.dtype.itemsize > 1:  # as the sample (float8: as it came)
-                condition = condition.to(weight.dtype)
-            sample = sample + self.cond_proj(condition)
+            sample = sample + self.cond_proj(_in_dtype_of(condition, weight))
         sample = self.linear_1(sample)
         if self.act is not None:
             sample = self.act(sample)
