@@ -16,6 +16,7 @@ from timestep_embed.ddpm import UNet, UNetConfig
 from timestep_embed.families import FAMILIES, LAYOUT_BY_CLASS, LAYOUTS, Layout
 from timestep_embed.interop import schedule_precision
 from timestep_embed.interop.inspect import inspect_checkpoint
+from timestep_embed.nn import SinusoidalEmbedding, TimestepEmbedder
 
 from .conftest import build
 
@@ -247,3 +248,28 @@ def test_the_packages_own_unet_folder_is_read_under_its_time_embedder(tmp_path):
     found = inspect_checkpoint(tmp_path / "u")
     assert found.match.prefix == "time_embedder." and found.match.paths[0].widths[-1] == 32
     assert "config.json: timestep_embed's UNet (timestep_embed.ddpm.load_model" in found.summary()
+
+
+def test_a_generic_layout_reports_the_time_projection_its_config_describes(tmp_path):
+    """Without a family contract, the sinusoid or Fourier features config.json describes: this package's embedder
+    and UNet folders, a diffusers UNet's flags; a file alone has no config to say it."""
+    from diffusers import UNet2DModel
+
+    TimestepEmbedder(64, sinusoid_dim=32, convention="ddpm").save_pretrained(tmp_path / "emb")
+    found = inspect_checkpoint(tmp_path / "emb")
+    assert found.contract is None and found.to_dict()["sinusoid"] == repr(
+        SinusoidalEmbedding(32, "ddpm", num_timesteps=1000)
+    )
+    assert (
+        "its time projection: from config.json: SinusoidalEmbedding(dim=32, layout='concat', first='sin'"
+        in found.summary()
+    )
+    model = UNetConfig(channels=(8, 16), emb_dim=32, time_embedding={"convention": "vaswani", "sinusoid_dim": 16})
+    UNet(model).save_pretrained(tmp_path / "u")
+    assert "layout='interleaved'" in inspect_checkpoint(tmp_path / "u").sinusoid
+    tiny = dict(sample_size=8, block_out_channels=(8, 16), down_block_types=("DownBlock2D",) * 2,
+                up_block_types=("UpBlock2D",) * 2, layers_per_block=1, norm_num_groups=8)  # fmt: skip
+    UNet2DModel(**tiny, time_embedding_type="fourier").save_pretrained(tmp_path / "fourier")
+    assert inspect_checkpoint(tmp_path / "fourier").sinusoid.startswith("FourierEmbedding(dim=16, first='sin'")
+    save_file({k: v.contiguous() for k, v in UNet2DModel(**tiny).state_dict().items()}, tmp_path / "alone.safetensors")
+    assert "a file alone, no config.json to say it" in inspect_checkpoint(tmp_path / "alone.safetensors").summary()

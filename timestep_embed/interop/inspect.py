@@ -22,7 +22,8 @@ import torch
 
 from ..families import KNOWN_PREFIXES, LAYOUT_BY_CLASS, LAYOUTS, Layout, TimestepContract, get_contract
 from ..families.registry import contract_of
-from ..nn import LayoutMatch, find_time_paths
+from ..nn import LayoutMatch, TimestepEmbedder, find_time_paths
+from ..nn.pretrained import diffusers_options, embedder_arguments
 from ..weights import (
     DIFFUSERS_WEIGHTS,
     CheckpointError,
@@ -49,7 +50,8 @@ _DTYPES = {name: getattr(torch, attr) for name, attr in _NAMES.items() if hasatt
 class Inspection:
     """What `inspect_checkpoint` found: the files, the layout (``matched`` False: the closest, with the
     others that were as close in ``closest``), the keys that decided it, the time MLPs, the dtype and
-    finiteness of the main one, the family's contract and its precision in that dtype."""
+    finiteness of the main one, the family's contract and its precision in that dtype; without a contract,
+    the sinusoid (or Fourier features) its ``config.json`` describes (``sinusoid``, None where it says none)."""
 
     path: str
     files: list[str]
@@ -62,6 +64,7 @@ class Inspection:
     finite: bool
     contract: TimestepContract | None
     precision: SchedulePrecision | None
+    sinusoid: str | None = None
 
     def summary(self) -> str:
         """The report as text, a few lines per part."""
@@ -80,7 +83,11 @@ class Inspection:
             + ("finite" if self.finite else "NOT finite (NaN or inf)"),
         ]
         if self.contract is None:
-            return "\n".join([*lines, "contract: none (a generic layout: its sinusoid lives in config.json)"])
+            if self.sinusoid is not None:
+                said = f"from config.json: {self.sinusoid}"
+            else:
+                said = "a file alone, no config.json to say it" if Path(self.path).is_file() else "not in config.json"
+            return "\n".join([*lines, "contract: none (a generic layout)", f"  its time projection: {said}"])
         lines += ["contract:", *[f"  {line}" for line in self.contract.describe().splitlines()]]
         if self.precision is not None:
             lines += ["precision:", *[f"  {line}" for line in self.precision.summary().splitlines()]]
@@ -94,6 +101,7 @@ class Inspection:
             "layout": self.match.layout.name, "family": self.match.layout.family, "prefix": self.match.prefix,
             "decided_by": self.decided_by, "closest": self.closest, "dtype": str(self.dtype).removeprefix("torch."),
             "finite": self.finite, "time_paths": [dataclasses.asdict(t) for t in self.match.paths],
+            "sinusoid": self.sinusoid,
             "contract": None if c is None else {
                 "name": c.name, "family": c.family, "raw": c.raw, "raw_range": list(c.raw_range),
                 "pipeline": c.pipeline, "inside": c.inside, "formed_in": c.formed_in, "convention": str(c.convention),
@@ -193,6 +201,27 @@ def _evidence(match: LayoutMatch, keys: list[str]) -> list[str]:
     ]
 
 
+def _sinusoid(config: dict, state: dict[str, torch.Tensor], match: LayoutMatch) -> str | None:
+    """The time projection ``config.json`` describes, as its module prints: this package's embedder or UNet
+    (their constructor arguments), a diffusers model's flags (``flip_sin_to_cos``, ``freq_shift``,
+    ``time_embedding_type``); None where it says nothing of it."""
+    name = config.get("_class_name")
+    try:
+        if "_timestep_embed" in config and name == "UNet":  # this package's MNIST UNet: model.time_embedding
+            return repr(TimestepEmbedder(config["emb_dim"], **config.get("time_embedding", {})).time_proj)
+        if "_timestep_embed" in config and "emb_dim" in config:  # a TimestepEmbedder folder
+            return repr(TimestepEmbedder(**embedder_arguments(config)[0]).time_proj)
+        options = diffusers_options(config, {k.removeprefix(match.prefix): v for k, v in state.items()})
+    except (TypeError, ValueError, KeyError) as exc:  # a config this version does not read: say so, inspect the rest
+        return f"not read ({type(exc).__name__}: {exc})"
+    if "time_proj" in options:
+        return repr(options["time_proj"])
+    if "convention" in options:
+        dim = state[match.paths[0].linears[0] + ".weight"].shape[-1]  # the first Linear's input: the sinusoid's
+        return f"SinusoidalEmbedding(dim={dim}, {repr(options['convention']).removeprefix('Convention(')}"
+    return None
+
+
 def inspect_checkpoint(path: str | Path, prefix: str | None = None) -> Inspection:
     """What a checkpoint's time path is (see the module docstring). ``prefix``: the one in front of the
     model's keys (``"first_stage."``, ...); None tries the usual ones (``""``, ``"model.diffusion_model."``,
@@ -236,5 +265,5 @@ def inspect_checkpoint(path: str | Path, prefix: str | None = None) -> Inspectio
         str(path), [str(f) for f in files], len(state), match, matched, [*decided, *_evidence(match, list(state))],
         closest, dtype,
         all(bool(torch.isfinite(t.float() if t.is_floating_point() else t).all()) for t in tensors.values()),
-        contract, precision,
+        contract, precision, None if contract is not None else _sinusoid(config, state, match),
     )  # fmt: skip
