@@ -78,17 +78,19 @@ if [[ " $PARTS " == *" bench "* ]]; then
     run bench_gpu 540 "$PY" scripts/bench_gpu.py --device cuda --out "$OUT/bench_gpu.json" \
         --train-compile "${BENCH_COMPILE:-false,step-graph}" || FAILED=$((FAILED + 1))
 fi
-if [[ " $PARTS " == *" train "* ]]; then
-    RUN=mnist-gpu-step-graph
+# train_gpu COMPILE: the mnist-gpu run with train.compile=COMPILE in WORK/mnist-gpu-COMPILE (RUN names it)
+train_gpu() {
+    RUN=mnist-gpu-$1
     run "$RUN" 330 "$PY" -m timestep_embed train --config mnist-gpu --out-dir "$WORK/$RUN" --overwrite --quiet \
-        train.compile=step-graph
+        "train.compile=$1"
+}
+if [[ " $PARTS " == *" train "* ]]; then
+    train_gpu step-graph
     rc=$?
     # the cudagraphs run only when the step could not be captured (not after a timeout or a failed score), and
     # only when it fits the device call's 600 s
     if [ $rc -ne 0 ] && grep -q "could not be captured" "$WORK/$RUN.log" && [ $(($(date +%s) - START)) -lt 240 ]; then
-        RUN=mnist-gpu-cudagraphs
-        run "$RUN" 330 "$PY" -m timestep_embed train --config mnist-gpu --out-dir "$WORK/$RUN" --overwrite --quiet \
-            train.compile=cudagraphs
+        train_gpu cudagraphs
         rc=$?
     fi
     [ $rc -eq 0 ] || FAILED=$((FAILED + 1))

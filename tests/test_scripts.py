@@ -219,3 +219,26 @@ def test_gpu_checks_refuse_what_they_can_not_measure(tmp_path):
         none = subprocess.run(["bash", script, str(tmp_path / "o")], cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=120)  # fmt: skip
         assert none.returncode == 2 and "no CUDA device" in none.stderr and not (tmp_path / "o").exists()
+
+
+def test_gpu_checks_train_falls_back_to_cudagraphs_only_when_the_step_cannot_be_captured(tmp_path):
+    """The train part's logic, with a stand-in python that passes the import and CUDA checks and 'trains': a
+    step-graph run that says its step could not be captured is followed by a cudagraphs run; another failure
+    (a timeout, a failed score) is not; each run's exit is a summary line, the exit status counts the failures."""
+    fake = tmp_path / "bin" / "python"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/bash\n[ "$1" = -c ] && exit 0\necho "ARGS: $*"\n'
+                    '[[ "$*" == *compile=step-graph* ]] && { echo "$FAIL_WITH"; exit 1; }\nexit 0\n')  # fmt: skip
+    fake.chmod(0o755)
+    script = str(ROOT / "scripts" / "gpu_checks.sh")
+    for fail_with, runs in (("the step could not be captured", 2), ("FD above the line", 1)):
+        out, work = tmp_path / f"out{runs}", tmp_path / f"work{runs}"
+        env = {**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}", "WORK": str(work),
+               "FAIL_WITH": fail_with}  # fmt: skip
+        done = subprocess.run(["bash", script, str(out), "train"], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+        summary = (out / "summary.txt").read_text()
+        assert summary.count("mnist-gpu-step-graph: exit 1") == 1 and fail_with in summary
+        assert ("mnist-gpu-cudagraphs: exit 0" in summary) == (runs == 2) and done.returncode == 2 - runs
+        log = (work / "mnist-gpu-step-graph.log").read_text()
+        assert f"--out-dir {work}/mnist-gpu-step-graph --overwrite --quiet train.compile=step-graph" in log
