@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -212,6 +213,41 @@ def test_ctrl_c_inside_a_step_saves_a_whole_step_and_the_resume_is_the_straight_
     straight, _ = load_checkpoint(tmp_path / "straight" / "checkpoint.safetensors")
     resumed, _ = load_checkpoint(tmp_path / "stopped" / "checkpoint.safetensors")
     assert straight.keys() == resumed.keys()
+    assert [k for k in straight if not torch.equal(straight[k], resumed[k])] == []
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals reach the main thread")
+def test_a_signal_inside_the_adamw_update_lands_after_it(tmp_path, monkeypatch):
+    """SIGINT raised inside opt.step() (between AdamW's step count and its weights, say) is held until the update
+    is done: the step is whole, counted and saved, and the resumed run ends where the straight one does."""
+    over = fast("train.steps=8", "train.snapshot_every=0")
+    run_training(SMOKE, tmp_path / "straight", overrides=over, progress=False)
+    make = train_module.adamw
+
+    def signalled_adamw(*args, **kwargs):
+        opt = make(*args, **kwargs)
+        real, calls = opt.step, []
+
+        def step(*a, **k):
+            calls.append(1)
+            if len(calls) == 5:
+                signal.raise_signal(signal.SIGINT)  # Python's handler: KeyboardInterrupt, here unless held
+            return real(*a, **k)
+
+        opt.step = step
+        return opt
+
+    monkeypatch.setattr(train_module, "adamw", signalled_adamw)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        stopped = run_training(SMOKE, tmp_path / "stopped", overrides=over, progress=False)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert stopped["interrupted"] and stopped["train_steps"] == 5  # the fifth update made, and counted
+    monkeypatch.undo()
+    run_training(SMOKE, tmp_path / "stopped", overrides=over, progress=False, resume=True)
+    straight, _ = load_checkpoint(tmp_path / "straight" / "checkpoint.safetensors")
+    resumed, _ = load_checkpoint(tmp_path / "stopped" / "checkpoint.safetensors")
     assert [k for k in straight if not torch.equal(straight[k], resumed[k])] == []
 
 

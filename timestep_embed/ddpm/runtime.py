@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,6 +42,7 @@ __all__ = [
     "broadcast_float",
     "GraphedStep",
     "set_lr",
+    "signals_held",
     "launch",
     "torch_older_than",
 ]
@@ -245,6 +248,26 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
             group["lr"].fill_(lr)
         else:
             group["lr"] = lr
+
+
+@contextlib.contextmanager
+def signals_held():
+    """SIGINT and SIGTERM that arrive inside the block are held until it ends, then raised again for their handlers
+    (the CLI's: KeyboardInterrupt), so the block is done whole or not at all: an optimizer update interrupted
+    between its step count and its weights would leave them apart. Off the main thread (where Python delivers
+    signals) nothing is held. Costs four ``signal.signal`` calls (microseconds)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: held.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(held):  # each once, as they came
+            signal.raise_signal(signum)
 
 
 def launch(nproc: int, argv: Sequence[str]) -> int:

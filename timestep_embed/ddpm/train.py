@@ -36,7 +36,7 @@ from .diffusion import schedule_from_config, training_loss
 from .evaluate import score
 from .runfolder import kept_results, run_config_for, starting
 from .runlog import TrainingDiverged, TrainingLog, save_loss_curve, save_samples_png
-from .runtime import GraphedStep, Runtime, broadcast_float, cleanup, set_lr, setup, torch_older_than
+from .runtime import GraphedStep, Runtime, broadcast_float, cleanup, set_lr, setup, signals_held, torch_older_than
 from .schema import ConfigError, to_dict
 from .solvers import karras_levels
 from .trained import describe_sampling, generate, load_model, progress_snapshot
@@ -210,7 +210,8 @@ def train_loop(
         opt.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = nn.utils.clip_grad_norm_(params, t.grad_clip)
-        opt.step()
+        with signals_held():  # Ctrl-C inside AdamW's update (its step count, then the weights) lands after it
+            opt.step()
         return loss.detach(), grad_norm
 
     # train.compile: step-graph replays one_step as one CUDA graph (run_training checks: one process on CUDA)
