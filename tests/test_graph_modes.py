@@ -7,13 +7,21 @@ from __future__ import annotations
 import pytest
 import torch
 from diffusers import UNet2DModel
-from diffusers.models.embeddings import Timesteps
+from diffusers.models.embeddings import GaussianFourierProjection, TimestepEmbedding, Timesteps
 from diffusers.models.embeddings import get_timestep_embedding as diffusers_embedding
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from timestep_embed import SinusoidalEmbedding, get_timestep_embedding, sinusoidal_embedding
+from timestep_embed import (
+    FourierEmbedding,
+    SinusoidalEmbedding,
+    TimestepEmbedder,
+    get_timestep_embedding,
+    sinusoidal_embedding,
+)
 from timestep_embed.ddpm.runtime import torch_older_than
 from timestep_embed.interop import patch_diffusers_model
+
+from .fixtures.bits import same_bits
 
 pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")  # diffusers' own shape asserts
 
@@ -161,3 +169,66 @@ def test_diffusers_timesteps_module_is_the_reference_for_the_module():
     theirs = Timesteps(DIM, True, 0)
     for t in RUN_ON:
         assert torch.equal(SinusoidalEmbedding(DIM, "adm", num_timesteps=1000)(t), theirs(t))
+
+
+# Large CPU batches of few values take the reuse paths outside these transforms: each case exercises one of them.
+REPEATED = {
+    "4096 of 4 values": torch.tensor([3.5, 250.25, 611.0, 999.0])[torch.arange(4096) % 4],
+    "5000 of one value": torch.full((5000,), 437.25),
+    "per-token [8, 512] of 3 values": torch.tensor([12.0, 500.5, 871.0])[torch.arange(8 * 512).reshape(8, 512) % 3],
+}
+HAS_DEBUG_UNWRAP = pytest.mark.skipif(
+    not hasattr(torch.func, "debug_unwrap"), reason="torch < 2.3: no public test for torch.func's wrapped tensors"
+)
+
+
+@pytest.mark.parametrize("case", REPEATED)
+@pytest.mark.parametrize("name", SUBJECTS)
+def test_forward_mode_derivatives_are_diffusers_on_repeated_timesteps(name, case):
+    """torch.func.jvp and torch.autograd.forward_ad through the function and the module: every row's own tangent
+    (the reuse paths gave every row one row's tangent, or none), bit for bit diffusers'."""
+    t = REPEATED[case]
+    tangent = torch.randn(t.shape, generator=torch.Generator().manual_seed(2))
+    subject = SUBJECTS[name]()
+    _, ours = torch.func.jvp(subject, (t,), (tangent,))
+    _, theirs = torch.func.jvp(lambda x: reference(x.reshape(-1)).reshape(*x.shape, -1), (t,), (tangent,))
+    assert same_bits(ours, theirs) and ours.abs().sum() > 0
+    with torch.autograd.forward_ad.dual_level():
+        out = subject(torch.autograd.forward_ad.make_dual(t, tangent))
+        assert same_bits(torch.autograd.forward_ad.unpack_dual(out).tangent, theirs)
+
+
+def test_forward_mode_derivatives_of_the_embedder_on_per_token_timesteps_are_diffusers():
+    """The embedder's sinusoid and MLP on distinct values only, outside the transform; inside, every token's."""
+    embedder = TimestepEmbedder(64, sinusoid_dim=DIM + 1)
+    sinusoid, mlp = Timesteps(DIM + 1, True, 0), TimestepEmbedding(DIM + 1, 64)
+    mlp.load_state_dict(embedder.time_embedding.state_dict())
+    t = REPEATED["per-token [8, 512] of 3 values"]
+    tangent = torch.randn(t.shape, generator=torch.Generator().manual_seed(3))
+    _, ours = torch.func.jvp(embedder, (t,), (tangent,))
+    _, theirs = torch.func.jvp(lambda x: mlp(sinusoid(x.reshape(-1))).reshape(*x.shape, -1), (t,), (tangent,))
+    assert torch.allclose(ours, theirs, rtol=1e-5, atol=1e-6) and ours.abs().sum() > 0
+
+
+@HAS_DEBUG_UNWRAP
+@pytest.mark.parametrize("name", SUBJECTS)
+def test_vmap_and_per_sample_gradients_are_diffusers(name):
+    """torch.func.vmap reads no values of its batched tensor (the value checks did: a crash); per-sample gradients
+    through vmap(grad(...)) equal diffusers'."""
+    subject = SUBJECTS[name]()
+    t = torch.tensor([[3.0, 917.5], [42.0, 42.0], [0.0, 999.0]])
+    assert same_bits(torch.func.vmap(subject)(t), torch.func.vmap(reference)(t))
+    weights = torch.randn(2, DIM, generator=torch.Generator().manual_seed(4))
+
+    def loss(f):
+        return lambda row: (f(row) * weights).sum()
+
+    assert same_bits(
+        torch.func.vmap(torch.func.grad(loss(subject)))(t), torch.func.vmap(torch.func.grad(loss(reference)))(t)
+    )
+    fourier, theirs = (
+        FourierEmbedding(2 * DIM, log=True),
+        GaussianFourierProjection(DIM, log=True, flip_sin_to_cos=False),
+    )
+    theirs.weight.data = fourier.weight.clone()
+    assert same_bits(torch.func.vmap(fourier)(t + 1), torch.func.vmap(theirs)(t + 1))

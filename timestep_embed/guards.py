@@ -17,6 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 import torch
+import torch.autograd.forward_ad as forward_ad
 
 from .checks import check_dense, check_device, check_float_dtype, check_int, real_array
 from .conventions import Convention
@@ -47,6 +48,11 @@ else:  # pragma: no cover - torch < 2.3
     import torch._dynamo
 
     _is_compiling = torch._dynamo.is_compiling
+
+# torch.func's transforms (vmap, grad, jvp) hand a function wrapped tensors: a batched one has no values to read, and
+# the reuse paths would drop a tangent. torch.func.debug_unwrap (torch >= 2.3) returns its argument itself unless it
+# is such a wrapper; torch 2.2 has no public test (there, vmap over the core fails at a value read).
+_unwrap = getattr(torch.func, "debug_unwrap", None)
 
 
 def float_max(dtype: torch.dtype) -> float:
@@ -114,13 +120,18 @@ def options_bound(dim, conv: Convention, dtype: torch.dtype = torch.float32, pre
 # ------------------------------------------------------------------------------- the modes
 def graph_mode(t: torch.Tensor) -> bool:
     """True where the values of ``t`` cannot or must not be read: under ``torch.jit.trace``,
-    ``torch.compile`` or ``torch.export``, for meta tensors and for tensor subclasses that intercept
-    dispatch (fake and functional tensors). ``nn.Parameter`` and other plain subclasses hold real values."""
+    ``torch.compile`` or ``torch.export``, for meta tensors, for tensor subclasses that intercept
+    dispatch (fake and functional tensors), inside ``torch.func``'s transforms (``vmap``, ``grad``, ``jvp``,
+    ``jacfwd``: wrapped tensors) and for forward-mode duals (``torch.autograd.forward_ad``): the reuse of repeated
+    values would embed a batched tensor's one slice, or give every row one row's tangent. ``nn.Parameter`` and other
+    plain subclasses hold real values."""
     return (
         torch.jit.is_tracing()
         or _is_compiling()
         or t.is_meta
         or type(t).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__
+        or (_unwrap is not None and _unwrap(t, recurse=False) is not t)
+        or forward_ad.unpack_dual(t).tangent is not None
     )
 
 
