@@ -232,3 +232,13 @@ def test_vmap_and_per_sample_gradients_are_diffusers(name):
     )
     theirs.weight.data = fourier.weight.clone()
     assert same_bits(torch.func.vmap(fourier)(t + 1), torch.func.vmap(theirs)(t + 1))
+
+
+@pytest.mark.parametrize("name", [compiled_subject(name) for name in SUBJECTS])
+def test_a_python_number_compiles_in_one_graph(name):
+    """A model passing its step as a Python number (``self.emb(17)``) compiles with fullgraph=True (numpy, which
+    dynamo cannot trace, held the number first), to the eager output."""
+    subject = SUBJECTS[name]()
+    compiled = torch.compile(lambda s: subject(s), fullgraph=True, backend="eager")
+    for step in (17, 17.5):
+        assert same_bits(compiled(step), subject(step)), step

@@ -186,6 +186,9 @@ def as_tensor(timesteps: TimestepsLike, device=None, name: str = "timesteps") ->
     device = check_device(device)
     if isinstance(timesteps, torch.Tensor):
         t = check_dense(timesteps, name) if device is None else check_dense(timesteps, name).to(device)
+    elif type(timesteps) is float or type(timesteps) is int and -(2**63) <= timesteps < 2**63:
+        # a Python number as numpy would hold it (int64, float64), without numpy, which torch.compile cannot trace
+        t = torch.tensor(timesteps, dtype=torch.float64 if type(timesteps) is float else torch.int64, device=device)
     else:
         array = real_array(timesteps, name)
         if array.dtype.kind == "u" and (array.size == 0 or array.max() < 2**63):  # torch lacks most unsigned ops
