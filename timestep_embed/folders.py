@@ -24,6 +24,7 @@ __all__ = [
     "save_pretrained",
     "resolve_pretrained",
     "load_pretrained",
+    "read_config",
     "push_folder_to_hub",
 ]
 
@@ -154,6 +155,17 @@ def load_pretrained(
         models = sorted(p.parent.name for p in path.glob(f"*/{PRETRAINED_CONFIG}"))
         pipeline = f": a pipeline's folder; its models are in subfolder= {models}" if models else ""
         raise FileNotFoundError(f"{path}: not a pretrained folder (missing {PRETRAINED_CONFIG}){pipeline}")
+    config = read_config(config_file)
+    found = config.get("_class_name")
+    if kind is not None and found != kind:
+        what = f"a diffusers {found}" if "_diffusers_version" in config else f"a {found}"
+        raise ValueError(f"{path} holds {what}, not a {kind}")
+    return config, _read_weights(path, config.get(WEIGHTS_SHA256), variant)
+
+
+def read_config(config_file: Path) -> dict:
+    """A pretrained folder's ``config.json``, flat: the format before it (``{"class": kind, "config": {...}}``, a
+    UNet's ``{"model": ..., "run": ...}``) as the flat one holds it (the model's fields, ``"run"``, ``_class_name``)."""
     config = read_json(config_file)
     if "class" in config and isinstance(config.get("config"), dict) and "_class_name" not in config:
         nested = config["config"]
@@ -164,11 +176,7 @@ def load_pretrained(
             )
         flat = {**nested.get("model", {}), "run": nested.get("run")} if "model" in nested else dict(nested)
         config = {**flat, "_class_name": config["class"]}
-    found = config.get("_class_name")
-    if kind is not None and found != kind:
-        what = f"a diffusers {found}" if "_diffusers_version" in config else f"a {found}"
-        raise ValueError(f"{path} holds {what}, not a {kind}")
-    return config, _read_weights(path, config.get(WEIGHTS_SHA256), variant)
+    return config
 
 
 def push_folder_to_hub(folder: str | os.PathLike, repo_id: str, *, private: bool | None = None, token=None) -> str:

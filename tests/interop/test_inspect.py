@@ -271,5 +271,20 @@ def test_a_generic_layout_reports_the_time_projection_its_config_describes(tmp_p
                 up_block_types=("UpBlock2D",) * 2, layers_per_block=1, norm_num_groups=8)  # fmt: skip
     UNet2DModel(**tiny, time_embedding_type="fourier").save_pretrained(tmp_path / "fourier")
     assert inspect_checkpoint(tmp_path / "fourier").sinusoid.startswith("FourierEmbedding(dim=16, first='sin'")
+    UNet2DModel(**tiny, time_embedding_type="learned", num_train_timesteps=1000).save_pretrained(
+        tmp_path / "learned"
+    )  # an nn.Embedding
+    assert (
+        "'learned': a table or module of its own, not a sinusoid" in inspect_checkpoint(tmp_path / "learned").sinusoid
+    )
+    old = {"emb_dim": 32, "sinusoid_dim": 8, "convention": "ddpm"}  # the format before the flat config.json
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "config.json").write_text(json.dumps({"class": "TimestepEmbedder", "config": old}))
+    save_file(
+        TimestepEmbedder(32, sinusoid_dim=8, convention="ddpm").state_dict(), tmp_path / "old" / "model.safetensors"
+    )
+    assert inspect_checkpoint(tmp_path / "old").sinusoid == repr(
+        TimestepEmbedder.from_pretrained(tmp_path / "old").time_proj
+    )
     save_file({k: v.contiguous() for k, v in UNet2DModel(**tiny).state_dict().items()}, tmp_path / "alone.safetensors")
     assert "a file alone, no config.json to say it" in inspect_checkpoint(tmp_path / "alone.safetensors").summary()

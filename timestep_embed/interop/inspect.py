@@ -22,13 +22,13 @@ import torch
 
 from ..families import KNOWN_PREFIXES, LAYOUT_BY_CLASS, LAYOUTS, Layout, TimestepContract, get_contract
 from ..families.registry import contract_of
+from ..folders import read_config
 from ..nn import LayoutMatch, TimestepEmbedder, find_time_paths
 from ..nn.pretrained import diffusers_options, embedder_arguments
 from ..weights import (
     DIFFUSERS_WEIGHTS,
     CheckpointError,
     locate_keys,
-    read_json,
     read_safetensors_header,
     read_shard_index,
     safetensors_torch,
@@ -120,7 +120,7 @@ def _files(path: Path) -> tuple[list[Path], dict, Path | None, dict[str, str]]:
     if not path.is_dir():
         what = "not a regular file or a folder" if path.exists() else "no such file or folder"
         raise FileNotFoundError(f"{path}: {what}")
-    config = read_json(path / "config.json") if (path / "config.json").is_file() else {}
+    config = read_config(path / "config.json") if (path / "config.json").is_file() else {}
     if not isinstance(config.get("_class_name", ""), str):
         raise ValueError(f"{path / 'config.json'}: _class_name must be a class name, got {config['_class_name']!r:.80}")
     if (path / DIFFUSERS_WEIGHTS).is_file():
@@ -166,7 +166,7 @@ def _match(
 ) -> tuple[LayoutMatch, bool, list[str], list[str]]:
     """``(match, matched, what decided it, the other layouts as close)``."""
     name, told = config.get("_class_name"), []
-    if name == "UNet" and "_timestep_embed" in config and prefix is None:  # this package's own MNIST UNet
+    if _ours(config) and name == "UNet" and prefix is None:  # this package's own MNIST UNet
         told, prefix = ["config.json: timestep_embed's UNet (timestep_embed.ddpm.load_model loads all of it)"], _OURS
     if name in LAYOUT_BY_CLASS:  # the class says which of the layouts with the same keys
         return find_time_paths(state, layout=LAYOUT_BY_CLASS[name], prefix=prefix), True, [f"config.json: {name}"], []
@@ -201,19 +201,30 @@ def _evidence(match: LayoutMatch, keys: list[str]) -> list[str]:
     ]
 
 
+def _ours(config: dict) -> bool:
+    """Whether a folder's config.json is this package's (flat, or the format before it): not a diffusers model's."""
+    return (
+        isinstance(config.get("_class_name"), str)
+        and "_diffusers_version" not in config
+        and ("_timestep_embed" in config or config["_class_name"] in ("UNet", "TimestepEmbedder"))
+    )
+
+
 def _sinusoid(config: dict, state: dict[str, torch.Tensor], match: LayoutMatch) -> str | None:
     """The time projection ``config.json`` describes, as its module prints: this package's embedder or UNet
     (their constructor arguments), a diffusers model's flags (``flip_sin_to_cos``, ``freq_shift``,
     ``time_embedding_type``); None where it says nothing of it."""
-    name = config.get("_class_name")
+    name, kind = config.get("_class_name"), config.get("time_embedding_type")
     try:
-        if "_timestep_embed" in config and name == "UNet":  # this package's MNIST UNet: model.time_embedding
+        if _ours(config) and name == "UNet":  # this package's MNIST UNet: model.time_embedding
             return repr(TimestepEmbedder(config["emb_dim"], **config.get("time_embedding", {})).time_proj)
-        if "_timestep_embed" in config and "emb_dim" in config:  # a TimestepEmbedder folder
+        if _ours(config) and "emb_dim" in config:  # a TimestepEmbedder folder (or a class extending it)
             return repr(TimestepEmbedder(**embedder_arguments(config)[0]).time_proj)
         options = diffusers_options(config, {k.removeprefix(match.prefix): v for k, v in state.items()})
     except (TypeError, ValueError, KeyError) as exc:  # a config this version does not read: say so, inspect the rest
         return f"not read ({type(exc).__name__}: {exc})"
+    if kind not in (None, "positional", "fourier"):  # diffusers' "learned": an nn.Embedding table, no sinusoid
+        return f"time_embedding_type {kind!r}: a table or module of its own, not a sinusoid"
     if "time_proj" in options:
         return repr(options["time_proj"])
     if "convention" in options:
