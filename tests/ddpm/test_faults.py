@@ -33,6 +33,7 @@ from timestep_embed.ddpm import (
 )
 from timestep_embed.ddpm import train as train_module
 from timestep_embed.ddpm.checkpoint import load_checkpoint, save_checkpoint
+from timestep_embed.ddpm.runtime import signals_held
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -249,6 +250,40 @@ def test_a_signal_inside_the_adamw_update_lands_after_it(tmp_path, monkeypatch):
     straight, _ = load_checkpoint(tmp_path / "straight" / "checkpoint.safetensors")
     resumed, _ = load_checkpoint(tmp_path / "stopped" / "checkpoint.safetensors")
     assert [k for k in straight if not torch.equal(straight[k], resumed[k])] == []
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals reach the main thread")
+def test_held_signals_each_reach_their_handler_and_every_handler_is_put_back(monkeypatch):
+    """SIGINT and SIGTERM held together: SIGINT's handler raising KeyboardInterrupt does not swallow SIGTERM, and
+    both handlers are back after the block; where a handler was set outside Python (getsignal None: it could not
+    be put back) nothing is held and nothing is replaced."""
+    got: list[str] = []
+
+    def on_int(signum, frame):
+        got.append("INT")
+        raise KeyboardInterrupt
+
+    def on_term(signum, frame):
+        got.append("TERM")
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        signal.signal(signal.SIGINT, on_int)
+        signal.signal(signal.SIGTERM, on_term)
+        with pytest.raises(KeyboardInterrupt):
+            with signals_held():
+                signal.raise_signal(signal.SIGINT)
+                signal.raise_signal(signal.SIGTERM)
+                assert got == []  # held
+        assert got == ["INT", "TERM"]
+        assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == (on_int, on_term)
+        real = signal.getsignal
+        monkeypatch.setattr(signal, "getsignal", lambda s: None if s == signal.SIGTERM else real(s))
+        with signals_held():
+            assert (real(signal.SIGINT), real(signal.SIGTERM)) == (on_int, on_term)  # nothing replaced
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 def test_resume_past_a_smaller_budget_says_so_and_shows_no_progress_past_the_end(tmp_path, caplog, capsys):
