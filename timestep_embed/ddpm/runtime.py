@@ -260,7 +260,7 @@ def signals_held():
     between its step count and its weights would leave them apart. Each handler is put back and each held signal
     raised again even when another's handler raises. Nothing is held off the main thread (where Python delivers
     signals) or where a handler was not set from Python (``signal.getsignal`` None: it could not be put back).
-    Costs a few ``signal.signal`` calls (about 11 us)."""
+    Costs about 17 us (2-core Intel Xeon), against a training step of milliseconds."""
     if threading.current_thread() is not threading.main_thread() or any(signal.getsignal(s) is None for s in _HELD):
         yield
         return
