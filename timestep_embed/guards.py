@@ -24,8 +24,8 @@ from .conventions import Convention
 
 __all__ = [
     "TimestepsLike", "LowPrecisionTimestepWarning", "float_max", "check_dim", "check_options", "options_bound",
-    "graph_mode", "cacheable", "host_values", "VALUE_CHECKS", "set_value_checks", "value_checks", "reads_values",
-    "as_tensor", "value_range", "scales_in_input_dtype", "check_timesteps", "warn_half_on_device",
+    "is_compiling", "graph_mode", "cacheable", "host_values", "VALUE_CHECKS", "set_value_checks", "value_checks",
+    "reads_values", "as_tensor", "value_range", "scales_in_input_dtype", "check_timesteps", "warn_half_on_device",
 ]  # fmt: skip
 
 # What every function and module of the package accepts as timesteps: a tensor of any shape, a numpy
@@ -118,6 +118,11 @@ def options_bound(dim, conv: Convention, dtype: torch.dtype = torch.float32, pre
 
 
 # ------------------------------------------------------------------------------- the modes
+def is_compiling() -> bool:
+    """True while ``torch.compile`` or ``torch.export`` traces (dynamo: no Python-side caches there)."""
+    return _is_compiling()
+
+
 def graph_mode(t: torch.Tensor) -> bool:
     """True where the values of ``t`` cannot or must not be read: under ``torch.jit.trace``,
     ``torch.compile`` or ``torch.export``, for meta tensors, for tensor subclasses that intercept

@@ -56,6 +56,7 @@ from .guards import (
     check_timesteps,
     graph_mode,
     host_values,
+    is_compiling,
     options_bound,
     scales_in_input_dtype,
     value_checks,
@@ -325,7 +326,7 @@ def get_timestep_embedding(
     """
     check_int(embedding_dim, "embedding_dim")
     flags = (flip_sin_to_cos, downscale_freq_shift, scale, max_period)
-    if isinstance(timesteps, torch.Tensor) and graph_mode(timesteps):  # no lru_cache under dynamo
+    if is_compiling():  # no lru_cache under dynamo
         return sinusoidal_embedding(timesteps, embedding_dim, convention_from_diffusers(*flags))
     try:
         conv = _diffusers_convention(*flags)  # the flags are the cache key
