@@ -151,6 +151,6 @@ def test_no_private_torch_internals():
     private = re.compile(r"torch\.nn\.modules\.module|\._version\b|def _apply\(|torch\._[a-z]|torch\.ops\.")
     hits = [f"{p.relative_to(PACKAGE.parent)}: {m.group()}" for p in FILES for m in private.finditer(p.read_text())]
     # The one exception: torch 2.2 (the last release for Intel Macs) lacks torch.compiler.is_compiling
-    # (2.3+); guards.py falls back to the same function, torch._dynamo.is_compiling, there only.
-    hits = [h for h in hits if h != "timestep_embed/guards.py: torch._d"]
+    # (2.3+); modes.py falls back to the same function, torch._dynamo.is_compiling, there only.
+    hits = [h for h in hits if h != "timestep_embed/modes.py: torch._d"]
     assert not hits, hits

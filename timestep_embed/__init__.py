@@ -18,7 +18,7 @@ from .conventions import (
 )
 from .files import package_version
 from .grid import grid_embedding, grid_positions, patch_grid_embedding, video_grid_embedding
-from .guards import set_value_checks
+from .modes import set_value_checks
 from .nn import TIME_INPUTS, FourierEmbedding, SinusoidalEmbedding, TimestepEmbedder, TimestepMLP, time_input
 from .sinusoidal import (
     LowPrecisionTimestepWarning,

@@ -25,13 +25,13 @@ sin, cos) exist for one block at a time, the bits are the same (elementwise oper
 
 Paths 3 and the row blocks read the timesteps' values, which costs nothing for a CPU tensor and a host sync
 for a tensor on an accelerator, where one pass of path 1 or 2 is also what measures fastest
-(docs/benchmarks.md): so they run on the CPU only ([`host_values`][timestep_embed.guards.host_values]), and a
+(docs/benchmarks.md): so they run on the CPU only ([`host_values`][timestep_embed.modes.host_values]), and a
 tensor on a GPU takes path 1 or 2 with no host sync, as diffusers' function.
 
 Every call checks its options ([`check_options`][timestep_embed.guards.check_options]); eager calls on values
 held on the host also check the values ([`check_timesteps`][timestep_embed.guards.check_timesteps]; on an
 accelerator after ``set_value_checks("all")``). Under ``torch.jit.trace``, ``torch.compile``,
-``torch.export``, on meta and fake tensors (``guards.graph_mode``), paths 1 and 2 run as they are, with
+``torch.export``, on meta and fake tensors (``modes.graph_mode``), paths 1 and 2 run as they are, with
 no data-dependent branch and no value check, exactly like diffusers' function; inputs that require grad are
 checked but always take path 1 or 2, so d/dt is diffusers' d/dt.
 """
@@ -51,17 +51,13 @@ from .guards import (
     LowPrecisionTimestepWarning,
     TimestepsLike,
     as_tensor,
-    cacheable,
     check_options,
     check_timesteps,
-    graph_mode,
-    host_values,
-    is_compiling,
     options_bound,
     scales_in_input_dtype,
-    value_checks,
     warn_half_on_device,
 )
+from .modes import cacheable, graph_mode, host_values, is_compiling, value_checks
 
 __all__ = [
     "LowPrecisionTimestepWarning", "frequencies", "frequencies_np", "sinusoidal_embedding", "sinusoidal_embedding_np",
@@ -88,7 +84,7 @@ _frequency_cache: dict[tuple, torch.Tensor] = {}
 
 def _cached_frequencies(half: int, freq_shift: float, max_period: float, dtype: torch.dtype, device) -> torch.Tensor:
     """`_frequencies`, kept per (grid, dtype, device). Built outside inference mode and kept only
-    when [`cacheable`][timestep_embed.guards.cacheable]: a tensor made under ``torch.inference_mode()`` would
+    when [`cacheable`][timestep_embed.modes.cacheable]: a tensor made under ``torch.inference_mode()`` would
     break every later d/dt, one made under a fake-tensor mode every later eager call."""
     key = (half, freq_shift, max_period, dtype, device)
     freqs = _frequency_cache.get(key)

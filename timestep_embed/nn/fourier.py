@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from ..checks import check_bool, check_choice, check_int, check_real
-from ..guards import TimestepsLike, as_tensor, reads_values, value_range
+from ..guards import TimestepsLike, as_tensor, value_range
+from ..modes import reads_values
 
 __all__ = ["FourierEmbedding"]
 
@@ -105,7 +106,7 @@ class FourierEmbedding(nn.Module):
 
         ``x`` is a tensor on the weight's device, or numbers (put there, floats in the weight's dtype, as the
         sinusoid gives float32 for them); its values must be finite, and > 0 with ``log=True`` (checked eagerly
-        where they are on the host, see ``guards.reads_values``). Integer ``x`` is formed in the weight's dtype, as
+        where they are on the host, see ``modes.reads_values``). Integer ``x`` is formed in the weight's dtype, as
         diffusers' ``GaussianFourierProjection`` multiplies it (float32 after ``log``, and for ``fold_2pi`` and
         ``in_features``).
         """

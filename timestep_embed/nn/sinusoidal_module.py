@@ -8,7 +8,8 @@ from torch import nn
 
 from ..checks import check_bool, check_int, check_memory
 from ..conventions import Convention, resolve_convention
-from ..guards import TimestepsLike, cacheable, check_options, host_values
+from ..guards import TimestepsLike, check_options
+from ..modes import cacheable, host_values
 from ..sinusoidal import sinusoidal_embedding
 
 __all__ = ["SinusoidalEmbedding"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from ..checks import check_choice, check_int
-from ..guards import TimestepsLike, as_tensor, reads_values, value_range
+from ..guards import TimestepsLike, as_tensor, value_range
+from ..modes import reads_values
 
 __all__ = ["TIME_INPUTS", "time_input", "check_time_input"]
 
@@ -36,7 +37,7 @@ def time_input(t: TimestepsLike, kind: str = "identity", num_timesteps: int = 10
 
     ``"identity"`` returns ``t`` unchanged; the others return a floating tensor ``[...]``:
     ``t * num_timesteps``, ``t.float() * (1000 / num_timesteps)`` or ``ln(t) * 0.25`` (``t`` must then be
-    > 0: sigma; checked where the values are on the host, see ``guards.reads_values``; a float16/bfloat16 sigma is
+    > 0: sigma; checked where the values are on the host, see ``modes.reads_values``; a float16/bfloat16 sigma is
     taken to float32 first, as EDM does, so that the log is not rounded to 8 bits).
     """
     check_time_input(kind, num_timesteps)
