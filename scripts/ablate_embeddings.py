@@ -156,9 +156,14 @@ def heldout_band_loss(model: nn.Module, schedule, x0: torch.Tensor, prediction: 
     return out
 
 
-def run_variant(name: str, seed: int, args, heldout: torch.Tensor) -> dict:
+def variant_config(name: str, seed: int, args):
+    """The run config of a variant and seed: the budget, the seed, the variant's own overrides."""
     base = [*(QUICK if args.quick else FULL), f"train.seed={seed}"]
-    config = load_config(args, base).with_overrides(VARIANT_OVERRIDES.get(name, []))
+    return load_config(args, base).with_overrides(VARIANT_OVERRIDES.get(name, []))
+
+
+def run_variant(name: str, seed: int, args, heldout: torch.Tensor) -> dict:
+    config = variant_config(name, seed, args)
     emb_dim, T = config.model.emb_dim, config.diffusion.num_timesteps  # noqa: N806
     run_dir = args.out / name / f"seed{seed}"
     start = time.time()
@@ -300,10 +305,13 @@ def main(argv=None) -> int:
         for name in args.variants:
             done = args.out / name / f"seed{seed}" / "ablation.json"
             previous = json.loads(done.read_text()) if done.is_file() else {}
-            if previous.get("budget") == budget:  # resume: a run finished with this budget is not repeated
+            # resume: a run finished with this very config and held-out set is not repeated; another is
+            config_now = json.loads(json.dumps(variant_config(name, seed, args).to_dict()))
+            key = {"config": config_now, "heldout": len(heldout)}
+            if previous.get("done_with") == key:
                 results.append(previous)
                 continue
-            results.append({**run_variant(name, seed, args, heldout), "budget": budget})
+            results.append({**run_variant(name, seed, args, heldout), "done_with": key})
             atomic_write_bytes(done, json.dumps(results[-1], indent=1).encode())  # never a half-written marker
             print(
                 f"{name} seed {seed}: final loss {results[-1].get('final_loss')}, held-out "

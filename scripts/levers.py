@@ -7,7 +7,8 @@
 Every variant trains the same number of steps from the same seed (a wall-clock budget would let the
 machine's load pick the winner) and is scored on N = 500 samples by the same evaluator; levers that
 change the cost of a step (width, batch) are not in this list for that reason. Writes OUT/levers.json
-and OUT/levers.md; finished variants are reused, so an interrupted sweep resumes.
+and OUT/levers.md; a variant finished with the same config is reused (an interrupted sweep resumes), another is
+trained again.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 
 from _common import add_config_args, command_line, load_config, markdown_table, write_json
 
-from timestep_embed.ddpm import run_training
+from timestep_embed.ddpm import run_config, run_training
 from timestep_embed.files import atomic_write_bytes
 
 # The reference every lever changes: the default run of 0.1 (64/128 channels, eps prediction, linear
@@ -57,7 +58,7 @@ def main(argv=None) -> int:
             run = args.out / name / f"seed{seed}"
             fixed = [*REFERENCE, f"train.steps={args.steps}", f"train.seed={seed}", "train.snapshot_every=0"]
             cfg = load_config(args, [*fixed, *LEVERS[name]])
-            if not (run / "metrics.json").is_file():
+            if not ((run / "metrics.json").is_file() and run_config(run) == cfg):  # a finished run of this config
                 t0 = time.time()
                 run_training(cfg, run, overwrite=True, progress=False)
                 print(f"{name} seed {seed}: {time.time() - t0:.0f} s", flush=True)

@@ -49,6 +49,11 @@ def test_ablation_smoke(tmp_path):
     rows = rows["rows"] if isinstance(rows, dict) and "rows" in rows else rows
     assert {r["variant"] for r in rows} >= {"adm", "sine_only", "none"}
     assert "| adm |" in (out / "results.md").read_text()
+    reused = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert reused.returncode == 0 and "adm seed 0:" not in reused.stdout  # finished with this very config
+    again = subprocess.run([*cmd, "--set", "train.steps=3", "train.lr=0.01"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert again.returncode == 0 and again.stdout.count(" seed 0:") == 3  # another config: trained anew
     for png in ("heldout_loss_by_band.png", "ablation_metrics.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -100,12 +105,18 @@ def test_compare_peers_says_how_to_install_lucidrains(tmp_path):
 def test_levers_smoke(tmp_path):
     cmd = [sys.executable, str(ROOT / "scripts" / "levers.py"), "--config", "smoke", "--steps", "3",
            "--levers", "base", "flow", "--out", str(tmp_path / "levers"),
-           "--set", "model.channels=[16,32]", "sample.steps=5", "eval.samplings=1"]  # fmt: skip
+           "--set", "model.channels=[16,32]", "sample.steps=5"]  # fmt: skip
     env = {**os.environ, "TIMESTEP_EMBED_CACHE": str(tmp_path / "cache")}
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     table = (tmp_path / "levers" / "levers.md").read_text()
     assert "| base | - | 0 |" in table and "| flow | diffusion.prediction=flow" in table
+    again = subprocess.run(
+        [*cmd, "eval.samplings=1"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert again.returncode == 0 and again.stdout.count("seed 0:") == 2  # other settings: both variants trained anew
+    metrics = json.loads((tmp_path / "levers" / "base" / "seed0" / "metrics.json").read_text())
+    assert metrics["config"]["eval"]["samplings"] == 1
 
 
 def test_ema_lengths_smoke(tmp_path, in_process):
