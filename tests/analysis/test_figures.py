@@ -56,3 +56,16 @@ def test_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="convention must be one of"):
         figures.make_figures(tmp_path, "nope")
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("dim", [2, 3, 4, 9])
+def test_every_figure_at_the_narrowest_widths(tmp_path, dim):
+    """A width below 10 gives sine_curves one or two rows, and h = 1 leaves inverse_frequency no shift-1 curve:
+    each figure is drawn (they failed with a matplotlib message, after writing some files); a width of 1 has no
+    sin/cos pair and is refused before anything is written."""
+    out = tmp_path / str(dim)
+    paths = figures.make_figures(out, "adm", dim, 300, dpi=40)
+    assert sorted(p.name for p in paths) == sorted(f"{name}.png" for name in figures.FIGURES)
+    with pytest.raises(ValueError, match="dim must be an int >= 2, got 1"):
+        figures.make_figures(tmp_path / "one", "adm", 1, 300, dpi=40)
+    assert not (tmp_path / "one").exists()

@@ -65,7 +65,9 @@ def heatmap(fig, conv, dim, n):
 def sine_curves(fig, conv, dim, n):
     p = np.arange(min(n, 300))
     ks = [k for k in (0, 4, 8, 16, 24, 32, 48) if k < dim // 2]
-    axes = fig.subplots(len(ks), 1, sharex=True)
+    if len(ks) < 2 and dim // 2 > 1:  # a narrow width: its slowest column too
+        ks.append(dim // 2 - 1)
+    axes = fig.subplots(len(ks), 1, sharex=True, squeeze=False)[:, 0]  # one row too (a width below 10)
     emb = sinusoidal_embedding_np(p, dim, conv)
     for ax, k, wl in zip(
         axes, ks, properties.wavelengths(dim, conv)[[conv.column_of("sin", k, dim) for k in ks]], strict=True
@@ -84,6 +86,8 @@ def inverse_frequency(fig, conv, dim, n):
     ax = fig.subplots()
     k = np.arange(dim // 2)
     for shift, style in ((0.0, "-"), (1.0, "--")):
+        if dim // 2 == shift:  # h - shift = 0: no frequencies at this width (check_dim)
+            continue
         for mp in (10000.0, 1000.0):
             ax.plot(k, frequencies_np(dim, shift, mp), style, label=f"shift {shift:g}, max_period {mp:g}")
     ax.set_yscale("log")
@@ -195,7 +199,7 @@ def make_figures(
     """Write the figures ``names`` (default: all of `FIGURES` and ``"time_mlp"``) as
     ``out_dir/<name>.png``; ``time_mlp`` is drawn only when an ``embedder`` module is given (with
     ``embedder_title`` in its heading). Returns the paths written."""
-    check_int(positions, "positions", 300), check_int(dpi, "dpi"), check_int(dim, "dim")
+    check_int(positions, "positions", 300), check_int(dpi, "dpi"), check_int(dim, "dim", 2)  # dim 2: one sin/cos pair
     if positions > MAX_POSITIONS or dim > MAX_DIM:  # the similarity figure is [positions, positions]
         raise ValueError(
             f"figures draw at most {MAX_POSITIONS} positions and {MAX_DIM} dims, got {positions} and {dim}"
