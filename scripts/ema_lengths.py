@@ -8,8 +8,8 @@ One run trains once; besides its own EMA (warmup ``min(0.999, (1+n)/(10+n))``, `
 it keeps one average per ``gamma`` with the power-function profile of Karras et al. 2024 ("EDM2",
 eq. 2), decay ``(1 - 1/n)^(gamma+1)`` at step n: each averages about the last ``1/(gamma+1)`` of the
 run, whatever its length (the run's warmup is close to gamma = 8). Every average is sampled with the
-run's sampler and seed and scored by the run's evaluator, plus the raw weights, so the rows differ only
-in the averaging. Writes OUT/ema_lengths.json and prints the table.
+run's sampler and its first seed (``sample.seed``) and scored by the run's evaluator, plus the raw weights, so
+the rows differ only in the averaging. Writes OUT/ema_lengths.json and prints the table.
 
 The extra averages are updated by the training loop's per-step callback; their cost is counted in the
 training budget, so a run on the clock makes a few fewer steps.
@@ -49,10 +49,13 @@ def main(argv=None) -> int:
                 p_avg.lerp_(p, 1 - decay)
 
     metrics = run_training(cfg, args.out / "run", overwrite=True, callback=update_averages)
-    rows = {"run's EMA (warmup (1+n)/(10+n))": {k: metrics[k] for k in SCORES}}
     rt = Runtime.create(bf16=cfg.train.bf16)
+    ema, _ = load_model(args.out / "run", ema=True, device=rt.device)
     raw, _ = load_model(args.out / "run", ema=False, device=rt.device)
-    for name, net in [("raw weights", raw), *((f"power EMA, gamma {g:g}", a) for g, a in averages.items())]:
+    rows = {}
+    # every row sampled with the one seed and scored alike (the run's own metrics average eval.samplings seeds)
+    for name, net in [("run's EMA (warmup (1+n)/(10+n))", ema), ("raw weights", raw),
+                      *((f"power EMA, gamma {g:g}", a) for g, a in averages.items())]:  # fmt: skip
         rows[name] = {k: v for k, v in score_seeds(net.to(rt.device), cfg, rt, [cfg.sample.seed])[0].items()}
     write_json(args.out / "ema_lengths.json", {"train_steps": metrics["train_steps"], "real_fd": metrics.get("real_fd"),
                                                 "rows": rows})  # fmt: skip
