@@ -185,9 +185,10 @@ def main(argv=None) -> int:
     print(markdown)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(out.with_suffix(".md"), markdown.encode())
-    atomic_write_bytes(out.with_suffix(".json"), json.dumps({"cells": cells}, indent=1).encode())
-    print(f"wrote {out}.md and {out}.json")
+    md, js = out.parent / f"{out.name}.md", out.parent / f"{out.name}.json"  # OUT.md: a dot in OUT's name stays
+    atomic_write_bytes(md, markdown.encode())
+    atomic_write_bytes(js, json.dumps({"cells": cells}, indent=1).encode())
+    print(f"wrote {md} and {js}")
     return 0
 
 

@@ -22,6 +22,7 @@ import argparse
 
 import diffusers
 import torch
+from _common import fail
 from _timing import cpu_name, interleaved_medians
 from diffusers.models.embeddings import TimestepEmbedding, Timesteps
 
@@ -39,7 +40,8 @@ def build(in_dim: int, emb_dim: int):
 
 
 def measure(in_dim: int, emb_dim: int, batch: int, kind: str, budget: float) -> list[tuple]:
-    """Rows (mode, diffusers seconds, ours seconds, max abs difference of the outputs)."""
+    """Rows (mode, diffusers seconds, ours seconds, max abs difference of the outputs; of the weights' gradients for
+    fwd+bwd)."""
     proj, mlp, ours = build(in_dim, emb_dim)
     gen = torch.Generator().manual_seed(batch)
     t = torch.randint(0, 1000, (batch,), generator=gen)
@@ -61,9 +63,20 @@ def measure(in_dim: int, emb_dim: int, batch: int, kind: str, budget: float) -> 
         "embedder fwd": (no_grad(theirs), no_grad(ours)),
         "embedder fwd+bwd": (lambda: theirs(t).sum().backward(), lambda: ours(t).sum().backward()),
     }
+    params = list(mlp.parameters())  # ours uses these very Parameters
+
+    def gradients(step):
+        for p in params:
+            p.grad = None
+        step()
+        return [p.grad.clone() for p in params]
+
     rows = []
     for mode, (d, o) in groups.items():
-        err = float((o() - d()).abs().max()) if "bwd" not in mode else 0.0
+        if "bwd" in mode:  # the weights' gradients, which the backward pass computes
+            err = max(float((a - b).abs().max()) for a, b in zip(gradients(o), gradients(d), strict=True))
+        else:
+            err = float((o() - d()).abs().max())
         times = interleaved_medians({"diffusers": d, "ours": o}, min_rounds=15, budget_s=budget)
         rows.append((mode, times["diffusers"], times["ours"], err))
     return rows
@@ -75,6 +88,13 @@ def main(argv=None) -> int:
     parser.add_argument("--batches", default="1,64,256")
     parser.add_argument("--budget", type=float, default=0.5, help="seconds of timing per cell and mode")
     args = parser.parse_args(argv)
+    try:
+        sizes = [tuple(int(x) for x in size.split(":")) for size in args.sizes.split(",")]
+        batches = [int(b) for b in args.batches.split(",")]
+    except ValueError:
+        fail(f"--sizes {args.sizes} --batches {args.batches}: expected IN:EMB pairs and batch sizes, comma separated")
+    if any(len(s) != 2 or min(s) < 1 for s in sizes) or min(batches) < 1:
+        fail(f"--sizes {args.sizes} --batches {args.batches}: widths and batch sizes must be >= 1, sizes IN:EMB")
     torch.set_num_threads(1)
     print(
         f"torch {torch.__version__}, diffusers {diffusers.__version__}, {cpu_name()}, 1 thread; "
@@ -84,9 +104,9 @@ def main(argv=None) -> int:
         f"{'size':>9} {'batch':>5} {'t':>5}  {'mode':<17} {'diffusers':>10} {'ours':>10} {'ratio':>6} {'max|d|':>8}"
     )
     print(header + "\n" + "-" * len(header))
-    for size in args.sizes.split(","):
-        in_dim, emb_dim = (int(x) for x in size.split(":"))
-        for batch in (int(b) for b in args.batches.split(",")):
+    for in_dim, emb_dim in sizes:
+        size = f"{in_dim}:{emb_dim}"
+        for batch in batches:
             for kind in ("int", "float"):
                 for mode, d, o, err in measure(in_dim, emb_dim, batch, kind, args.budget):
                     print(

@@ -28,6 +28,7 @@ import sys
 
 import diffusers
 import torch
+from _common import fail
 from _timing import cpu_name, interleaved_medians
 from diffusers.models.embeddings import TimestepEmbedding, Timesteps
 
@@ -104,7 +105,13 @@ def main(argv=None) -> int:
     parser.add_argument("--modes", nargs="+", default=["fwd", "fwd+bwd"], choices=["fwd", "fwd+bwd"])
     parser.add_argument("--child", choices=CONTENDERS, help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="fwd", help=argparse.SUPPRESS)
-    args, _ = parser.parse_known_args(argv)
+    args = parser.parse_args(argv)
+    counts = {k: getattr(args, k) for k in ("batch", "tokens", "sinusoid", "emb", "threads", "rounds")}
+    bad = [f"--{k} {v}" for k, v in counts.items() if v < 1]
+    if bad or args.frames < 0:
+        fail(f"{', '.join(bad) or f'--frames {args.frames}'}: expected counts >= 1 (--frames >= 0)")
+    if args.frames and args.tokens % args.frames:
+        fail(f"--tokens {args.tokens} is not a multiple of --frames {args.frames} (each frame's tokens share its step)")
     if args.child:
         return child(args)
     torch.set_num_threads(args.threads)

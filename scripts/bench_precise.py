@@ -25,6 +25,7 @@ import subprocess
 import sys
 
 import torch
+from _common import command_line, fail
 from _timing import cpu_name, interleaved_medians
 
 CONTENDERS = ("diffusers", "float32", "precise")
@@ -81,11 +82,17 @@ def main(argv=None) -> int:
     if args.child:
         child(args.child[0], int(args.child[1]), int(args.child[2]))
         return 0
+    try:
+        sizes = [tuple(int(v) for v in size.lower().split("x")) for size in args.sizes]
+    except ValueError:
+        sizes = []
+    if not sizes or any(len(s) != 2 or min(s) < 1 for s in sizes):
+        fail(f"--sizes {' '.join(args.sizes)}: expected NxDIM sizes (4096x320), each number >= 1")
     torch.set_num_threads(1)
     import diffusers
 
     rows = [
-        f"Measured by `python scripts/bench_precise.py` on {cpu_name()}, {os.cpu_count()} cores, "
+        f"Measured by `{command_line()}` on {cpu_name()}, {os.cpu_count()} cores, "
         f"torch {torch.__version__}, diffusers {diffusers.__version__}, 1 thread. Time: median over interleaved "
         "rounds / diffusers' median in the same run; memory: peak resident memory a call adds (a fresh process "
         "each) / the output's size.",
@@ -94,8 +101,7 @@ def main(argv=None) -> int:
         "| precise memory |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for size in args.sizes:
-        n, dim = (int(v) for v in size.lower().split("x"))
+    for n, dim in sizes:
         t = _timesteps(n)
         calls = {name: _call(name, n, dim) for name in CONTENDERS}
         fns = {name: functools.partial(call, t) for name, call in calls.items()}

@@ -253,3 +253,26 @@ def test_gpu_checks_train_falls_back_to_cudagraphs_only_when_the_step_cannot_be_
         assert ("mnist-gpu-cudagraphs: exit 0" in summary) == (runs == 2) and done.returncode == 2 - runs
         log = (work / "mnist-gpu-step-graph.log").read_text()
         assert f"--out-dir {work}/mnist-gpu-step-graph --overwrite --quiet train.compile=step-graph" in log
+
+
+@pytest.mark.parametrize(
+    ("script", "argv", "named"),
+    [
+        ("bench_modules", ["--sizes", "32x128"], "--sizes 32x128"),
+        ("bench_modules", ["--batches", "0"], "--batches 0"),
+        ("bench_precise", ["--sizes", "1024"], "--sizes 1024"),
+        ("bench_per_token", ["--tokens", "100", "--frames", "16"], "--tokens 100 is not a multiple of --frames 16"),
+        ("bench_per_token", ["--batch", "0"], "--batch 0"),
+    ],
+)
+def test_benchmark_scripts_refuse_bad_sizes_in_one_line(in_process, script, argv, named):
+    """Sizes the benchmarks cannot run are one line naming the option, exit code 2 (tracebacks, or a [2, 96] tensor
+    labelled [2, 100], before)."""
+    code, err = in_process(script, *argv)
+    assert code == 2 and named in err and len(err.strip().splitlines()) == 1
+
+
+def test_bench_embedding_writes_the_files_it_names(tmp_path, in_process):
+    """--out with a dot in its name: OUT.md and OUT.json, the names it prints (the dot's suffix was replaced)."""
+    code, _ = in_process("bench_embedding", "--quick", "--budget", "0.001", "--out", str(tmp_path / "emb.v2"))
+    assert code == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["emb.v2.json", "emb.v2.md"]
