@@ -12,7 +12,8 @@ import torch
 from safetensors.torch import save_file
 
 from timestep_embed.cli import main
-from timestep_embed.ddpm import UNet, UNetConfig
+from timestep_embed.ddpm import RunConfig, UNet, UNetConfig
+from timestep_embed.ddpm.checkpoint import save_training_state
 from timestep_embed.families import FAMILIES, LAYOUT_BY_CLASS, LAYOUTS, Layout
 from timestep_embed.interop import schedule_precision
 from timestep_embed.interop.inspect import inspect_checkpoint
@@ -250,6 +251,20 @@ def test_the_packages_own_unet_folder_is_read_under_its_time_embedder(tmp_path):
     assert "config.json: timestep_embed's UNet (timestep_embed.ddpm.load_model" in found.summary()
 
 
+def test_a_training_checkpoint_is_read_under_its_ema_time_embedder(tmp_path):
+    """timestep-embed train's checkpoint.safetensors (model, EMA, optimizer): its metadata's run config names it, and
+    the EMA's time path is inspected with no --prefix (it needed --prefix ema.time_embedder.)."""
+    cfg = RunConfig().with_overrides(
+        ["model.channels=[8,16]", "model.emb_dim=32", "model.time_embedding.convention=vaswani"]
+    )
+    model, ema = UNet(cfg.model), UNet(cfg.model)
+    opt = torch.optim.AdamW(model.parameters())
+    save_training_state(tmp_path / "checkpoint.safetensors", cfg.to_dict(), model, ema, opt, torch.Generator(), 0, 0.0)
+    found = inspect_checkpoint(tmp_path / "checkpoint.safetensors")
+    assert found.match.prefix == "ema.time_embedder." and found.match.paths[0].widths[-1] == 32
+    assert "metadata: a timestep_embed run checkpoint" in found.summary() and "layout='interleaved'" in found.sinusoid
+
+
 def test_a_generic_layout_reports_the_time_projection_its_config_describes(tmp_path):
     """Without a family contract, the sinusoid or Fourier features config.json describes: this package's embedder
     and UNet folders, a diffusers UNet's flags; a file alone has no config to say it."""
@@ -261,7 +276,7 @@ def test_a_generic_layout_reports_the_time_projection_its_config_describes(tmp_p
         SinusoidalEmbedding(32, "ddpm", num_timesteps=1000)
     )
     assert (
-        "its time projection: from config.json: SinusoidalEmbedding(dim=32, layout='concat', first='sin'"
+        "its time projection: from its saved config: SinusoidalEmbedding(dim=32, layout='concat', first='sin'"
         in found.summary()
     )
     model = UNetConfig(channels=(8, 16), emb_dim=32, time_embedding={"convention": "vaswani", "sinusoid_dim": 16})

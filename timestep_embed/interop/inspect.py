@@ -15,6 +15,7 @@ checkpoint's dtype ([`schedule_precision`][timestep_embed.interop.precision.sche
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,7 +85,7 @@ class Inspection:
         ]
         if self.contract is None:
             if self.sinusoid is not None:
-                said = f"from config.json: {self.sinusoid}"
+                said = f"from its saved config: {self.sinusoid}"
             else:
                 said = "a file alone, no config.json to say it" if Path(self.path).is_file() else "not in config.json"
             return "\n".join([*lines, "contract: none (a generic layout)", f"  its time projection: {said}"])
@@ -167,7 +168,11 @@ def _match(
     """``(match, matched, what decided it, the other layouts as close)``."""
     name, told = config.get("_class_name"), []
     if _ours(config) and name == "UNet" and prefix is None:  # this package's own MNIST UNet
-        told, prefix = ["config.json: timestep_embed's UNet (timestep_embed.ddpm.load_model loads all of it)"], _OURS
+        if "_run" in config:  # a training checkpoint: its EMA weights (the model's beside them)
+            told, prefix = [f"metadata: a timestep_embed run checkpoint ({config['_run']})"], "ema." + _OURS
+        else:
+            told = ["config.json: timestep_embed's UNet (timestep_embed.ddpm.load_model loads all of it)"]
+            prefix = _OURS
     if name in LAYOUT_BY_CLASS:  # the class says which of the layouts with the same keys
         return find_time_paths(state, layout=LAYOUT_BY_CLASS[name], prefix=prefix), True, [f"config.json: {name}"], []
     contract = contract_of(name, config) if isinstance(name, str) else None
@@ -199,6 +204,18 @@ def _evidence(match: LayoutMatch, keys: list[str]) -> list[str]:
         *[f"{key} (holds the marker {m!r})" for m, key in holding.items() if key is not None],
         *[f"no key holds {a!r}" for a in lay.absent],
     ]
+
+
+def _run_checkpoint(file: Path, document: str) -> dict:
+    """The UNet config of a training checkpoint (``timestep-embed train``'s ``checkpoint.safetensors``: its run
+    config under the metadata key ``timestep_embed``), as its exported folder's config.json holds it."""
+    try:
+        model = json.loads(document)["config"]["model"]
+    except (ValueError, KeyError, TypeError):
+        raise CheckpointError(f"{file}: its timestep_embed metadata is not a run config") from None
+    if not isinstance(model, dict):
+        raise CheckpointError(f"{file}: its timestep_embed metadata is not a run config")
+    return {**model, "_class_name": "UNet", "_run": "timestep-embed train", "_timestep_embed": {}}
 
 
 def _ours(config: dict) -> bool:
@@ -245,7 +262,11 @@ def inspect_checkpoint(path: str | Path, prefix: str | None = None) -> Inspectio
     if str(path) == "":  # Path("") is the current folder
         raise ValueError("path: expected a .safetensors file or a model folder, got ''")
     files, config, index_file, index = _files(Path(path))
-    headers = {file: {k: v for k, v in read_safetensors_header(file).items() if k != "__metadata__"} for file in files}
+    raw = {file: read_safetensors_header(file) for file in files}
+    headers = {file: {k: v for k, v in header.items() if k != "__metadata__"} for file, header in raw.items()}
+    meta = raw[files[0]].get("__metadata__") or {}
+    if not config and len(files) == 1 and isinstance(meta, dict) and "timestep_embed" in meta:
+        config = _run_checkpoint(files[0], meta["timestep_embed"])
     where = locate_keys(headers, index_file, index or None)
     state: dict[str, torch.Tensor] = {}
     foreign: dict[str, str] = {}  # the keys whose dtype torch lacks: their dtype's name
