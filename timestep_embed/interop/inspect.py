@@ -210,12 +210,10 @@ def _run_checkpoint(file: Path, document: str) -> dict:
     """The UNet config of a training checkpoint (``timestep-embed train``'s ``checkpoint.safetensors``: its run
     config under the metadata key ``timestep_embed``), as its exported folder's config.json holds it."""
     try:
-        model = json.loads(document)["config"]["model"]
-    except (ValueError, KeyError, TypeError):
+        return {**json.loads(document)["config"]["model"], "_class_name": "UNet", "_run": "timestep-embed train",
+                "_timestep_embed": {}}  # fmt: skip
+    except (ValueError, KeyError, TypeError):  # not JSON, no config.model, or not an object
         raise CheckpointError(f"{file}: its timestep_embed metadata is not a run config") from None
-    if not isinstance(model, dict):
-        raise CheckpointError(f"{file}: its timestep_embed metadata is not a run config")
-    return {**model, "_class_name": "UNet", "_run": "timestep-embed train", "_timestep_embed": {}}
 
 
 def _ours(config: dict) -> bool:
