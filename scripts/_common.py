@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from timestep_embed.ddpm import ConfigError, RunConfig, Runtime, generate, score, shipped_configs
+from timestep_embed.ddpm import ConfigError, RunConfig, Runtime, generate, run_config, score, shipped_configs
 from timestep_embed.files import atomic_write_bytes
 
 SCORES = ("fd", "confidence", "entropy")
@@ -76,6 +76,17 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence]) -> str:
 def write_json(path: Path, data) -> Path:
     """``data`` as indented JSON at ``path``, atomically."""
     return atomic_write_bytes(path, (json.dumps(data, indent=2, default=str) + "\n").encode())
+
+
+def finished_with(run: Path, cfg: RunConfig) -> bool:
+    """Whether the run folder ``run`` holds a finished run (its metrics.json) of this very config: a sweep reuses it,
+    and trains again a run of other settings, or one whose checkpoint cannot be read (half-written, removed)."""
+    if not (run / "metrics.json").is_file():
+        return False
+    try:
+        return run_config(run) == cfg
+    except (OSError, ValueError):  # CheckpointError and ConfigError are ValueErrors: not this config's finished run
+        return False
 
 
 def command_line() -> str:

@@ -18,9 +18,9 @@ import json
 import sys
 import time
 
-from _common import add_config_args, command_line, load_config, markdown_table, write_json
+from _common import add_config_args, command_line, finished_with, load_config, markdown_table, write_json
 
-from timestep_embed.ddpm import run_config, run_training
+from timestep_embed.ddpm import run_training
 from timestep_embed.files import atomic_write_bytes
 
 # The reference every lever changes: the default run of 0.1 (64/128 channels, eps prediction, linear
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
             run = args.out / name / f"seed{seed}"
             fixed = [*REFERENCE, f"train.steps={args.steps}", f"train.seed={seed}", "train.snapshot_every=0"]
             cfg = load_config(args, [*fixed, *LEVERS[name]])
-            if not ((run / "metrics.json").is_file() and run_config(run) == cfg):  # a finished run of this config
+            if not finished_with(run, cfg):
                 t0 = time.time()
                 run_training(cfg, run, overwrite=True, progress=False)
                 print(f"{name} seed {seed}: {time.time() - t0:.0f} s", flush=True)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import add_config_args, command_line, fail, load_config, markdown_table, write_json
+from _common import add_config_args, command_line, fail, finished_with, load_config, markdown_table, write_json
 
 from timestep_embed.ddpm import (
     ConfigError,
@@ -40,7 +40,6 @@ from timestep_embed.ddpm import (
     generate,
     load_mnist,
     load_model,
-    run_config,
     run_training,
 )
 from timestep_embed.ddpm.data import SHIFT_PIXELS, TRAIN_PER_CLASS, crop_to_28, shift_images
@@ -129,7 +128,7 @@ def main(argv=None) -> int:
     results = []
     for row, cfg in configs.items():
         run = args.out / f"k{args.per_class}_s{args.steps}_{slug(row)}"
-        if not ((run / "metrics.json").is_file() and run_config(run) == cfg):  # a finished run of this very config
+        if not finished_with(run, cfg):
             t0 = time.time()
             run_training(cfg, run, overwrite=True, progress=False)
             print(f"{row}: trained in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)

@@ -117,6 +117,12 @@ def test_levers_smoke(tmp_path):
     assert again.returncode == 0 and again.stdout.count("seed 0:") == 2  # other settings: both variants trained anew
     metrics = json.loads((tmp_path / "levers" / "base" / "seed0" / "metrics.json").read_text())
     assert metrics["config"]["eval"]["samplings"] == 1
+    checkpoint = tmp_path / "levers" / "base" / "seed0" / "checkpoint.safetensors"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:1000])  # a run whose checkpoint cannot be read: trained again
+    third = subprocess.run(
+        [*cmd, "eval.samplings=1"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert third.returncode == 0 and third.stdout.count("seed 0:") == 1, third.stderr[-2000:]
 
 
 def test_ema_lengths_smoke(tmp_path, in_process):

@@ -303,3 +303,16 @@ def test_a_generic_layout_reports_the_time_projection_its_config_describes(tmp_p
     )
     save_file({k: v.contiguous() for k, v in UNet2DModel(**tiny).state_dict().items()}, tmp_path / "alone.safetensors")
     assert "a file alone, no config.json to say it" in inspect_checkpoint(tmp_path / "alone.safetensors").summary()
+
+
+def test_a_hostile_run_checkpoint_metadata_is_one_line_or_a_report_without_allocation(tmp_path, capsys):
+    """timestep_embed metadata nested past Python's recursion limit is refused in one line (a RecursionError
+    traceback before); a run config claiming emb_dim 200000 is described on the meta device (40 GB before)."""
+    state = {"ema.time_embedder.time_embedding.linear_1.weight": torch.zeros(8, 4),
+             "ema.time_embedder.time_embedding.linear_2.weight": torch.zeros(8, 8)}  # fmt: skip
+    save_file(state, tmp_path / "deep.safetensors", metadata={"timestep_embed": "[" * 200000 + "]" * 200000})
+    assert main(["inspect", str(tmp_path / "deep.safetensors")]) == 2
+    assert "metadata is not a run config" in capsys.readouterr().err
+    huge = json.dumps({"config": {"model": {"emb_dim": 200000, "time_embedding": {"sinusoid_dim": 4}}}})
+    save_file(state, tmp_path / "huge.safetensors", metadata={"timestep_embed": huge})
+    assert inspect_checkpoint(tmp_path / "huge.safetensors").sinusoid.startswith("SinusoidalEmbedding(dim=4,")

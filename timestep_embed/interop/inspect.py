@@ -212,7 +212,7 @@ def _run_checkpoint(file: Path, document: str) -> dict:
     try:
         return {**json.loads(document)["config"]["model"], "_class_name": "UNet", "_run": "timestep-embed train",
                 "_timestep_embed": {}}  # fmt: skip
-    except (ValueError, KeyError, TypeError):  # not JSON, no config.model, or not an object
+    except (ValueError, KeyError, TypeError, RecursionError):  # not JSON, no config.model, not an object, too deep
         raise CheckpointError(f"{file}: its timestep_embed metadata is not a run config") from None
 
 
@@ -231,10 +231,11 @@ def _sinusoid(config: dict, state: dict[str, torch.Tensor], match: LayoutMatch) 
     ``time_embedding_type``); None where it says nothing of it."""
     name, kind = config.get("_class_name"), config.get("time_embedding_type")
     try:
-        if _ours(config) and name == "UNet":  # this package's MNIST UNet: model.time_embedding
-            return repr(TimestepEmbedder(config["emb_dim"], **config.get("time_embedding", {})).time_proj)
-        if _ours(config) and "emb_dim" in config:  # a TimestepEmbedder folder (or a class extending it)
-            return repr(TimestepEmbedder(**embedder_arguments(config)[0]).time_proj)
+        with torch.device("meta"):  # the modules' repr only: no weights allocated, whatever the widths say
+            if _ours(config) and name == "UNet":  # this package's MNIST UNet: model.time_embedding
+                return repr(TimestepEmbedder(config["emb_dim"], **config.get("time_embedding", {})).time_proj)
+            if _ours(config) and "emb_dim" in config:  # a TimestepEmbedder folder (or a class extending it)
+                return repr(TimestepEmbedder(**embedder_arguments(config)[0]).time_proj)
         options = diffusers_options(config, {k.removeprefix(match.prefix): v for k, v in state.items()})
     except (TypeError, ValueError, KeyError) as exc:  # a config this version does not read: say so, inspect the rest
         return f"not read ({type(exc).__name__}: {exc})"
