@@ -162,8 +162,8 @@ def variant_config(name: str, seed: int, args):
     return load_config(args, base).with_overrides(VARIANT_OVERRIDES.get(name, []))
 
 
-def run_variant(name: str, seed: int, args, heldout: torch.Tensor) -> dict:
-    config = variant_config(name, seed, args)
+def run_variant(name: str, seed: int, args, heldout: torch.Tensor, config) -> dict:
+    """Train a variant with ``config`` (`variant_config`), then its held-out loss per timestep band."""
     emb_dim, T = config.model.emb_dim, config.diffusion.num_timesteps  # noqa: N806
     run_dir = args.out / name / f"seed{seed}"
     start = time.time()
@@ -306,12 +306,12 @@ def main(argv=None) -> int:
             done = args.out / name / f"seed{seed}" / "ablation.json"
             previous = json.loads(done.read_text()) if done.is_file() else {}
             # resume: a run finished with this very config and held-out set is not repeated; another is
-            config_now = json.loads(json.dumps(variant_config(name, seed, args).to_dict()))
-            key = {"config": config_now, "heldout": len(heldout)}
+            config = variant_config(name, seed, args)
+            key = {"config": json.loads(json.dumps(config.to_dict())), "heldout": len(heldout)}
             if previous.get("done_with") == key:
                 results.append(previous)
                 continue
-            results.append({**run_variant(name, seed, args, heldout), "done_with": key})
+            results.append({**run_variant(name, seed, args, heldout, config), "done_with": key})
             atomic_write_bytes(done, json.dumps(results[-1], indent=1).encode())  # never a half-written marker
             print(
                 f"{name} seed {seed}: final loss {results[-1].get('final_loss')}, held-out "

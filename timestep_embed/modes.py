@@ -16,22 +16,18 @@ __all__ = [
 
 # torch.compiler.is_compiling arrived in torch 2.3; torch 2.2 (the last release for Intel Macs) has the
 # same function as torch._dynamo.is_compiling, which dynamo likewise answers with True while tracing.
+# is_compiling(): True while torch.compile or torch.export traces (dynamo: no Python-side caches there).
 if hasattr(torch.compiler, "is_compiling"):
-    _is_compiling = torch.compiler.is_compiling
+    is_compiling = torch.compiler.is_compiling
 else:  # pragma: no cover - torch < 2.3
     import torch._dynamo
 
-    _is_compiling = torch._dynamo.is_compiling
+    is_compiling = torch._dynamo.is_compiling
 
 # torch.func's transforms (vmap, grad, jvp) hand a function wrapped tensors: a batched one has no values to read, and
 # the reuse paths would drop a tangent. torch.func.debug_unwrap (torch >= 2.3) returns its argument itself unless it
 # is such a wrapper; torch 2.2 has no public test (there, vmap over the core fails at a value read).
 _unwrap = getattr(torch.func, "debug_unwrap", None)
-
-
-def is_compiling() -> bool:
-    """True while ``torch.compile`` or ``torch.export`` traces (dynamo: no Python-side caches there)."""
-    return _is_compiling()
 
 
 def graph_mode(t: torch.Tensor) -> bool:
@@ -43,7 +39,7 @@ def graph_mode(t: torch.Tensor) -> bool:
     plain subclasses hold real values."""
     return (
         torch.jit.is_tracing()
-        or _is_compiling()
+        or is_compiling()
         or t.is_meta
         or type(t).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__
         or (_unwrap is not None and _unwrap(t, recurse=False) is not t)
